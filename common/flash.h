@@ -1,0 +1,60 @@
+/*
+ * flash.h: the public C API of the series.
+ *
+ * Every stage (kernelNN_name/kernel.cu) implements the same contract, and flash_forward() picks one
+ * by number. Usable from C, C++ and Python (ctypes against build/libflash.so).
+ *
+ * Tensors are contiguous and row-major, on the device:
+ *   q, o : [batch, seqlen_q, heads_q,  head_dim]   (bf16 or fp16)
+ *   k, v : [batch, seqlen_k, heads_kv, head_dim]   (same dtype)
+ *   lse  : [batch, heads_q, seqlen_q]              (fp32, natural log; may be NULL)
+ *
+ * The contract every stage accepts: bf16 and fp16; head_dim 64 and 128; any seqlen_q, seqlen_k >= 1;
+ * causal (bottom-right aligned, as FlashAttention-2 >= 2.1) or not; heads_kv dividing heads_q
+ * (GQA/MQA); 64-bit offsets. A row that attends to no key gets O = 0 and LSE = +inf.
+ * Anything else returns FLASH_E_INVALID or FLASH_E_UNSUPPORTED; flash_strerror() then names the
+ * parameter at fault.
+ */
+#ifndef FLASH_H
+#define FLASH_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { FLASH_BF16 = 0, FLASH_FP16 = 1 } flash_dtype;
+
+typedef struct {
+    const void *q, *k, *v;
+    void *o;
+    float *lse;            /* [batch, heads_q, seqlen_q], natural log; may be NULL */
+    int batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+    flash_dtype dtype;
+    int causal;            /* bottom-right aligned, as FlashAttention-2 >= 2.1 */
+    float softmax_scale;   /* 0 selects 1/sqrt(head_dim) */
+} flash_problem;
+
+enum {
+    FLASH_OK = 0,
+    FLASH_E_INVALID = 1,      /* a parameter is out of its domain (negative size, NULL pointer, ...) */
+    FLASH_E_UNSUPPORTED = 2,  /* valid, but outside what the stages implement (head_dim 96, ...) */
+    FLASH_E_CUDA = 3          /* a CUDA call or the kernel launch failed */
+};
+
+/* Runs stage 1..flash_stage_count() on `stream`. Returns 0 or FLASH_E_*. Asynchronous: the kernel
+ * may still be running when it returns. */
+int flash_forward(int stage, const flash_problem *p, cudaStream_t stream);
+
+/* A message for `code`. For the most recent error of the calling thread it names the parameter
+ * (or the CUDA error) at fault, e.g. "unsupported head_dim = 96 (supported: 64, 128)". */
+const char *flash_strerror(int code);
+
+int flash_stage_count(void);                /* 8 */
+const char *flash_stage_name(int stage);    /* "kernel05_swizzle"; NULL outside 1..8 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASH_H */

@@ -1,0 +1,139 @@
+/*
+ * flash_api.c: the dispatcher behind flash.h. Validates a problem against the contract before any
+ * device work, resolves the default softmax scale, and calls the stage's entry point.
+ *
+ * The stage entry points are weak references, so that build/kernel05 can link stage 05 alone
+ * while build/libflash.so links all eight: a stage that is not linked in reads as NULL.
+ */
+#include "flash_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#pragma weak flash_forward_kernel01
+#pragma weak flash_forward_kernel02
+#pragma weak flash_forward_kernel03
+#pragma weak flash_forward_kernel04
+#pragma weak flash_forward_kernel05
+#pragma weak flash_forward_kernel06
+#pragma weak flash_forward_kernel07
+#pragma weak flash_forward_kernel08
+
+static const char *const stage_names[FLASH_STAGES] = {
+    "kernel01_naive",    "kernel02_mma",       "kernel03_ldmatrix",       "kernel04_cp_async",
+    "kernel05_swizzle",  "kernel06_pipelined", "kernel07_online_softmax", "kernel08_final",
+};
+
+static flash_stage_fn stage_fn(int stage) {
+    switch (stage) {
+    case 1: return flash_forward_kernel01;
+    case 2: return flash_forward_kernel02;
+    case 3: return flash_forward_kernel03;
+    case 4: return flash_forward_kernel04;
+    case 5: return flash_forward_kernel05;
+    case 6: return flash_forward_kernel06;
+    case 7: return flash_forward_kernel07;
+    case 8: return flash_forward_kernel08;
+    default: return NULL;
+    }
+}
+
+static _Thread_local int last_code;
+static _Thread_local char last_msg[256];
+
+int flash_set_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    va_end(ap);
+    last_code = code;
+    return code;
+}
+
+const char *flash_strerror(int code) {
+    if (code != FLASH_OK && code == last_code && last_msg[0]) return last_msg;
+    switch (code) {
+    case FLASH_OK: return "success";
+    case FLASH_E_INVALID: return "invalid argument";
+    case FLASH_E_UNSUPPORTED: return "unsupported problem";
+    case FLASH_E_CUDA: return "CUDA error";
+    default: return "unknown error code";
+    }
+}
+
+int flash_stage_count(void) { return FLASH_STAGES; }
+
+const char *flash_stage_name(int stage) {
+    return (stage >= 1 && stage <= FLASH_STAGES) ? stage_names[stage - 1] : NULL;
+}
+
+int flash_stage_available(int stage) { return stage_fn(stage) != NULL; }
+
+int flash_launch_status(const char *stage) {
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return FLASH_OK;
+    return flash_set_error(FLASH_E_CUDA, "%s: kernel launch failed: %s (%s)", stage,
+                           cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+int flash_validate(const flash_problem *p, int check_pointers) {
+    if (!p) return flash_set_error(FLASH_E_INVALID, "invalid problem: NULL pointer");
+    if (p->batch < 1) return flash_set_error(FLASH_E_INVALID, "invalid batch = %d (must be >= 1)", p->batch);
+    if (p->seqlen_q < 1)
+        return flash_set_error(FLASH_E_INVALID, "invalid seqlen_q = %d (must be >= 1)", p->seqlen_q);
+    if (p->seqlen_k < 1)
+        return flash_set_error(FLASH_E_INVALID, "invalid seqlen_k = %d (must be >= 1)", p->seqlen_k);
+    if (p->heads_q < 1) return flash_set_error(FLASH_E_INVALID, "invalid heads_q = %d (must be >= 1)", p->heads_q);
+    if (p->heads_kv < 1)
+        return flash_set_error(FLASH_E_INVALID, "invalid heads_kv = %d (must be >= 1)", p->heads_kv);
+    if (p->heads_q % p->heads_kv != 0)
+        return flash_set_error(FLASH_E_INVALID, "invalid heads_kv = %d: it must divide heads_q = %d",
+                               p->heads_kv, p->heads_q);
+    if (p->head_dim != 64 && p->head_dim != 128)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported head_dim = %d (supported: 64, 128)", p->head_dim);
+    if (p->dtype != FLASH_BF16 && p->dtype != FLASH_FP16)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype = %d (supported: FLASH_BF16, FLASH_FP16)",
+                               (int)p->dtype);
+    if (p->causal != 0 && p->causal != 1)
+        return flash_set_error(FLASH_E_INVALID, "invalid causal = %d (must be 0 or 1)", p->causal);
+    if (!isfinite(p->softmax_scale) || p->softmax_scale < 0.0f)
+        return flash_set_error(FLASH_E_INVALID, "invalid softmax_scale = %g (must be finite and > 0, or 0 for 1/sqrt(head_dim))",
+                               (double)p->softmax_scale);
+    /* The grid is (q tiles, heads_q, batch): gridDim.y and .z are limited to 65535. */
+    if (p->heads_q > 65535)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported heads_q = %d (at most 65535)", p->heads_q);
+    if (p->batch > 65535)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported batch = %d (at most 65535)", p->batch);
+    /* Element offsets are 64-bit inside the kernels; the element count must still fit in int64. */
+    if ((double)p->batch * p->seqlen_q * p->heads_q * p->head_dim > (double)INT64_MAX / 4 ||
+        (double)p->batch * p->seqlen_k * p->heads_kv * p->head_dim > (double)INT64_MAX / 4)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported size: the tensors exceed 64-bit offsets");
+    if (check_pointers) {
+        if (!p->q) return flash_set_error(FLASH_E_INVALID, "invalid q = NULL");
+        if (!p->k) return flash_set_error(FLASH_E_INVALID, "invalid k = NULL");
+        if (!p->v) return flash_set_error(FLASH_E_INVALID, "invalid v = NULL");
+        if (!p->o) return flash_set_error(FLASH_E_INVALID, "invalid o = NULL");
+        /* The stages read and write 16-byte vectors along head_dim. */
+        if (((uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v | (uintptr_t)p->o) % 16 != 0)
+            return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported alignment: q, k, v and o must be 16-byte aligned");
+        if ((uintptr_t)p->lse % 4 != 0)
+            return flash_set_error(FLASH_E_INVALID, "invalid lse: not 4-byte aligned");
+    }
+    return FLASH_OK;
+}
+
+int flash_forward(int stage, const flash_problem *p, cudaStream_t stream) {
+    if (stage < 1 || stage > FLASH_STAGES)
+        return flash_set_error(FLASH_E_INVALID, "invalid stage = %d (must be 1..%d)", stage, FLASH_STAGES);
+    flash_stage_fn fn = stage_fn(stage);
+    if (!fn)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported stage = %d (%s is not linked into this binary)",
+                               stage, stage_names[stage - 1]);
+    int rc = flash_validate(p, 1);
+    if (rc) return rc;
+    flash_problem q = *p;
+    if (q.softmax_scale == 0.0f) q.softmax_scale = 1.0f / sqrtf((float)q.head_dim);
+    return fn(&q, stream);
+}
