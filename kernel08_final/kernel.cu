@@ -1,0 +1,417 @@
+/*
+ * Stage 08 - final: stage 07 tuned for the card.
+ *
+ * Technique: no new instruction; the shape of the work is fitted to the GPU, each decision
+ *            measured (docs/08_final.md):
+ *            - tiles and warps per head_dim (Tile<> below): 128 query rows per block with 8 warps,
+ *              so each K_j / V_j tile brought into shared memory serves twice the rows of stage 07
+ *              and L2 -> SM traffic halves; 16 rows per warp still, so Q stays in registers;
+ *            - shared memory above 48 KiB (dynamic, cudaFuncSetAttribute), registers capped with
+ *              __launch_bounds__ and no spills;
+ *            - K/V tiles visited last to first: the tiles that need a mask (the sequence tail, the
+ *              causal diagonal) come first, and every later tile skips the mask test; tiles wholly
+ *              above the causal diagonal are never visited; heavy causal query tiles start first;
+ *            - instruction count: every ldmatrix address is a per-lane base plus a compile-time
+ *              immediate (the swizzle XOR of a lane is fixed, so it is folded into four bases),
+ *              the cp.async offsets are computed once, the row bookkeeping leaves the loop.
+ * Changed:   Tile<kHeadDim> replaces the fixed 64 x 64 x 4 warps; shared memory is dynamic; the
+ *            main loop runs n_block downwards with a masked / unmasked split; fragment and copy
+ *            addresses are hoisted out of the loop.
+ * Bottleneck: the mma.sync issue rate and the softmax between the two products; what is left
+ *            needs Hopper's wgmma and TMA (docs/08_final.md).
+ * Measured:  H200, B16 H16 S4096 D128 bf16: see docs/08_final.md and plots/.
+ * Run:       make kernel08 && ./run
+ */
+#include "flash_internal.h"
+#include "ptx.cuh"
+
+#include <math.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Tile configuration
+ * ------------------------------------------------------------------------------------------- */
+
+/* kBlockM query rows, kBlockN keys per tile, kNWarps warps, at least kMinBlocks blocks per SM
+ * (the register cap). `make tune` rebuilds this file with other shapes through the macros. */
+template <int M, int N, int W, int B>
+struct TileShape {
+    static constexpr int kBlockM = M, kBlockN = N, kNWarps = W, kMinBlocks = B;
+};
+#ifndef FLASH_TILE_D64
+#define FLASH_TILE_D64 128, 128, 8, 1
+#endif
+#ifndef FLASH_TILE_D128
+#define FLASH_TILE_D128 128, 64, 8, 1
+#endif
+template <int kHeadDim> struct Tile;
+template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128> : TileShape<FLASH_TILE_D128> {};
+
+/* Element offset of (row, col) in a [rows, kHeadDim] shared-memory tile, swizzled: the 16-byte
+ * chunk col / 8 of row `row` is stored at chunk (col / 8) ^ (row % 8). Any 8 consecutive rows
+ * then hold a given chunk in 8 different bank groups. Callers only ever access whole 4- or
+ * 16-byte pieces inside one chunk, which the XOR keeps contiguous. */
+template <int kHeadDim>
+__device__ __forceinline__ int smem_idx(int row, int col) {
+    static_assert(kHeadDim % 64 == 0, "a row holds a multiple of 8 chunks, so the XOR stays in the row");
+    return row * kHeadDim + ((col / 8) ^ (row % 8)) * 8 + col % 8;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The kernel
+ * ------------------------------------------------------------------------------------------- */
+
+/* The copy plan of a [kRows, kHeadDim] tile: chunk i of this thread is row row[i], and its
+ * swizzled shared-memory byte offset and its global element offset never change from one K/V tile
+ * to the next, so they are computed once. */
+template <int kHeadDim, int kRows, int kNThreads>
+struct CopyPlan {
+    static constexpr int kChunksPerRow = kHeadDim / 8;
+    static constexpr int kPerThread = kRows * kChunksPerRow / kNThreads;
+    static_assert((kRows * kChunksPerRow) % kNThreads == 0, "every thread copies the same number of chunks");
+    int row[kPerThread];
+    uint32_t smem_off[kPerThread];  // bytes from the tile's base
+    int64_t gmem_off[kPerThread];   // elements from the tile's first row
+};
+
+template <int kHeadDim, int kRows, int kNThreads>
+__device__ __forceinline__ CopyPlan<kHeadDim, kRows, kNThreads> make_copy_plan(int64_t row_stride, int elem_bytes) {
+    CopyPlan<kHeadDim, kRows, kNThreads> plan;
+#pragma unroll
+    for (int i = 0; i < plan.kPerThread; ++i) {
+        const int c = threadIdx.x + i * kNThreads;
+        const int row = c / plan.kChunksPerRow, col = (c % plan.kChunksPerRow) * 8;
+        plan.row[i] = row;
+        plan.smem_off[i] = smem_idx<kHeadDim>(row, col) * elem_bytes;
+        plan.gmem_off[i] = row * row_stride + col;
+    }
+    return plan;
+}
+
+/* Issues the asynchronous copy of one tile; rows at or past `valid_rows` are zero-filled from a
+ * clamped (row 0) source address, as in the earlier stages. */
+template <typename T, int kHeadDim, int kRows, int kNThreads>
+__device__ __forceinline__ void load_tile(uint32_t smem_base, const T *gmem, const CopyPlan<kHeadDim, kRows, kNThreads> &plan,
+                                          int valid_rows) {
+#pragma unroll
+    for (int i = 0; i < plan.kPerThread; ++i) {
+        const bool valid = plan.row[i] < valid_rows;
+        cp_async_16(smem_base + plan.smem_off[i], gmem + (valid ? plan.gmem_off[i] : plan.gmem_off[i] % kHeadDim),
+                    valid ? 16 : 0);
+    }
+}
+
+/* Per-lane ldmatrix bases. The lane's rows in every 16x16 (or 2 x n8) sub-tile are congruent to
+ * lane % 8 modulo 8, so its swizzle XOR is one fixed 3-bit value x; the chunk it reads at logical
+ * chunk 2j + (its column half) is then ((2j) ^ x) in the low three bits. Four bases, one for each
+ * j % 4, leave only compile-time immediates for the loop: base[j % 4] + (j / 4) * 128 bytes. */
+template <int kHeadDim>
+struct LdsmBases {
+    uint32_t b[4];
+};
+
+/* For tiles read as A (Q) or with .trans (V): lane reads row r0 + lane % 16, chunk c + lane / 16. */
+template <int kHeadDim>
+__device__ __forceinline__ LdsmBases<kHeadDim> ldsm_bases_a(uint32_t tile, int lane) {
+    LdsmBases<kHeadDim> bases;
+    const int row = lane % 16, x = (lane / 16) ^ (lane % 8);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) bases.b[j] = tile + (row * kHeadDim + (((2 * j) ^ x) * 8)) * 2;
+    return bases;
+}
+
+/* For K read as two n8 B fragments: lane reads key row lane % 8 + (lane / 16) * 8, chunk half
+ * (lane / 8) % 2. */
+template <int kHeadDim>
+__device__ __forceinline__ LdsmBases<kHeadDim> ldsm_bases_b(uint32_t tile, int lane) {
+    LdsmBases<kHeadDim> bases;
+    const int row = lane % 8 + (lane / 16) * 8, x = ((lane / 8) % 2) ^ (lane % 8);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) bases.b[j] = tile + (row * kHeadDim + (((2 * j) ^ x) * 8)) * 2;
+    return bases;
+}
+
+/* The address of the sub-tile at (row, 16-bit column col), both multiples of 16: col / 16 = j. */
+template <int kHeadDim>
+__device__ __forceinline__ uint32_t ldsm_at(const LdsmBases<kHeadDim> &bases, int row, int col) {
+    const int j = col / 16;
+    return bases.b[j % 4] + (row * kHeadDim + (j / 4) * 64) * 2;
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(Tile<kHeadDim>::kNWarps * 32, Tile<kHeadDim>::kMinBlocks)
+flash_fwd_kernel(const flash_problem p) {
+    constexpr int kBlockM = Tile<kHeadDim>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNWarps = Tile<kHeadDim>::kNWarps;
+    constexpr int kNThreads = kNWarps * 32;
+    constexpr int kRowsPerWarp = kBlockM / kNWarps;
+    static_assert(kRowsPerWarp == 16, "each warp owns exactly one m16 row tile of Q_i, S and O");
+    static_assert(kBlockN % 16 == 0, "K_j splits into n8 tiles for S and k16 slices for P V");
+    constexpr int kKSteps = kHeadDim / 16;   // k16 slices of the head dimension in Q K^T
+    constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
+    constexpr int kKStepsPV = kBlockN / 16;  // k16 slices of the keys in P V
+    constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *sQ = reinterpret_cast<T *>(smem);  // Q_i  [kBlockM, kHeadDim], later O
+    T *sK = sQ + kBlockM * kHeadDim;      // K_j  [kBlockN, kHeadDim]
+    T *sV = sK + kBlockN * kHeadDim;      // V_j  [kBlockN, kHeadDim]
+    const uint32_t sQ_u32 = smem_u32(sQ), sK_u32 = smem_u32(sK), sV_u32 = smem_u32(sV);
+
+    /* Causal query tiles further down have more keys to visit: launch those first so that the
+     * last wave is made of short blocks. */
+    const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int head = blockIdx.y, batch = blockIdx.z;
+    const int head_kv = head / (p.heads_q / p.heads_kv);  // GQA: heads_q / heads_kv query heads share one K/V head
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;  // fragment coordinates: row group and thread in quad
+
+    /* Row i of Q for this (batch, head) is at q + i * q_row_stride; likewise for K, V, O. */
+    const int64_t q_row_stride = (int64_t)p.heads_q * kHeadDim;
+    const int64_t kv_row_stride = (int64_t)p.heads_kv * kHeadDim;
+    const T *q = (const T *)p.q + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
+    const T *k = (const T *)p.k + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
+    const T *v = (const T *)p.v + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
+    T *o = (T *)p.o + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
+
+    const int row0 = m_block * kBlockM;  // first query row of Q_i
+    /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
+     * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
+     * wholly masked and never loaded. */
+    const int diag = p.seqlen_k - p.seqlen_q;
+    int n_end = p.seqlen_k;
+    if (p.causal) n_end = min(n_end, max(0, row0 + kBlockM + diag));
+    const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
+    /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
+     * diagonal of this tile's first row; the tiles below it need no mask at all. */
+    int n_masked = p.seqlen_k / kBlockN;
+    if (p.causal) n_masked = min(n_masked, max(0, (row0 + diag + 1) / kBlockN));
+
+    /* The two rows this thread holds in every accumulator: c[0..1] in row g, c[2..3] in g + 8. */
+    const int warp_row0 = warp * kRowsPerWarp;
+    int row[2];
+    row[0] = row0 + warp_row0 + g;
+    row[1] = row[0] + 8;
+
+    const CopyPlan<kHeadDim, kBlockM, kNThreads> q_plan = make_copy_plan<kHeadDim, kBlockM, kNThreads>(q_row_stride, sizeof(T));
+    const CopyPlan<kHeadDim, kBlockN, kNThreads> kv_plan = make_copy_plan<kHeadDim, kBlockN, kNThreads>(kv_row_stride, sizeof(T));
+    const LdsmBases<kHeadDim> k_bases = ldsm_bases_b<kHeadDim>(sK_u32, lane);
+    const LdsmBases<kHeadDim> v_bases = ldsm_bases_a<kHeadDim>(sV_u32, lane);
+
+    /* Q_i is loaded once; each warp keeps its 16 rows as A fragments for the whole kernel. The last
+     * K tile is put in flight behind it, as its own group, so that only Q is waited for here. */
+    load_tile<T, kHeadDim, kBlockM, kNThreads>(sQ_u32, q + row0 * q_row_stride, q_plan, p.seqlen_q - row0);
+    cp_async_commit();
+    if (n_blocks > 0)
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32, k + (int64_t)(n_blocks - 1) * kBlockN * kv_row_stride, kv_plan,
+                                                   p.seqlen_k - (n_blocks - 1) * kBlockN);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    uint32_t q_frag[kKSteps][4];
+    {
+        const LdsmBases<kHeadDim> q_bases = ldsm_bases_a<kHeadDim>(sQ_u32, lane);
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) ldmatrix_x4(q_frag[kk], ldsm_at<kHeadDim>(q_bases, warp_row0, kk * 16));
+    }
+
+    /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
+    const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
+    float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
+    float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
+#pragma unroll
+    for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
+
+    for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
+        const int col0 = n_block * kBlockN;
+        /* K_j must have landed before any warp reads it: wait_group covers this thread's own
+         * copies, the barrier everybody else's. The barrier also means every warp is done with
+         * P V_{j+1}, so sV may be overwritten now: V_j starts to load behind Q K_j^T. */
+        cp_async_wait<0>();
+        __syncthreads();
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32, v + col0 * kv_row_stride, kv_plan, p.seqlen_k - col0);
+        cp_async_commit();
+
+        /* S = Q_i K_j^T: [16, kBlockN] per warp, as kNTilesS accumulator tiles. The B operand of
+         * an n8 tile is K_j read row-wise, two n8 tiles per ldmatrix.x4. */
+        float acc_s[kNTilesS][4];
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_s[nt][e] = 0.0f;
+        /* Fragments of k-slice kk + 1 are requested before the mma of slice kk consume theirs. */
+        uint32_t k_frag[2][kNTilesS / 2][4];
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; nt += 2) ldmatrix_x4(k_frag[0][nt / 2], ldsm_at<kHeadDim>(k_bases, nt * 8, 0));
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+            if (kk + 1 < kKSteps)
+#pragma unroll
+                for (int nt = 0; nt < kNTilesS; nt += 2)
+                    ldmatrix_x4(k_frag[(kk + 1) % 2][nt / 2], ldsm_at<kHeadDim>(k_bases, nt * 8, (kk + 1) * 16));
+#pragma unroll
+            for (int nt = 0; nt < kNTilesS; nt += 2) {
+                mma_m16n8k16(acc_s[nt], q_frag[kk], &k_frag[kk % 2][nt / 2][0], T());
+                mma_m16n8k16(acc_s[nt + 1], q_frag[kk], &k_frag[kk % 2][nt / 2][2], T());
+            }
+        }
+
+        /* Mask the keys past the end of the sequence and (causal) past the diagonal, on the
+         * boundary tiles only: visited last to first, they all come before n_masked. */
+        if (n_block >= n_masked) {
+#pragma unroll
+            for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = col0 + nt * 8 + 2 * t + (e & 1);
+                    if (col >= p.seqlen_k || (p.causal && col > row[e >> 1] + diag)) acc_s[nt][e] = -INFINITY;
+                }
+        }
+
+        /* Online softmax, FlashAttention-2 form. A row's kBlockN scores are spread over the 4 lanes
+         * of a quad (lanes 4g .. 4g+3); the max must agree across the quad every tile (all four
+         * lanes subtract the same m), the sum need not until the end. */
+        float m_tile[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) m_tile[e >> 1] = fmaxf(m_tile[e >> 1], acc_s[nt][e]);
+        float alpha[2], m_scaled[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
+            m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
+            const float m_new = fmaxf(m[h], m_tile[h]);
+            /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
+             * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0. */
+            m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
+            alpha[h] = fast_exp2(m[h] * scale_log2 - m_scaled[h]);
+            m[h] = m_new;
+        }
+        float p_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                acc_s[nt][e] = fast_exp2(acc_s[nt][e] * scale_log2 - m_scaled[e >> 1]);
+                p_sum[e >> 1] += acc_s[nt][e];
+            }
+        /* On the first tile O and l are still zero: there is nothing to rescale. */
+        if (n_block == n_blocks - 1) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) l[h] = p_sum[h];
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + p_sum[h];
+#pragma unroll
+            for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc_o[nt][e] *= alpha[e >> 1];
+        }
+
+        /* V_j must have landed. The barrier also means every warp is done reading K_j, so K_{j-1}
+         * can start to load behind P V_j. The last iteration commits an empty group, which keeps
+         * the wait_group count uniform. */
+        cp_async_wait<0>();
+        __syncthreads();
+        if (n_block > 0)
+            load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32, k + (col0 - kBlockN) * kv_row_stride, kv_plan, kBlockN);
+        cp_async_commit();
+
+        /* O += P V_j. The accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows
+         * g and g+8 in exactly the places the A fragment of a k16 slice wants them, so P is just
+         * converted pairwise in registers. V_j is the B operand read transposed by ldmatrix.trans,
+         * two n8 tiles of O per instruction. */
+        uint32_t v_frag[2][kNTilesO / 2][4];
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; nt += 2) ldmatrix_x4_trans(v_frag[0][nt / 2], ldsm_at<kHeadDim>(v_bases, 0, nt * 8));
+#pragma unroll
+        for (int kk = 0; kk < kKStepsPV; ++kk) {
+            if (kk + 1 < kKStepsPV)
+#pragma unroll
+                for (int nt = 0; nt < kNTilesO; nt += 2)
+                    ldmatrix_x4_trans(v_frag[(kk + 1) % 2][nt / 2], ldsm_at<kHeadDim>(v_bases, (kk + 1) * 16, nt * 8));
+            uint32_t p_frag[4];
+            p_frag[0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
+            p_frag[1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
+            p_frag[2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
+            p_frag[3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
+#pragma unroll
+            for (int nt = 0; nt < kNTilesO; nt += 2) {
+                mma_m16n8k16(acc_o[nt], p_frag, &v_frag[kk % 2][nt / 2][0], T());
+                mma_m16n8k16(acc_o[nt + 1], p_frag, &v_frag[kk % 2][nt / 2][2], T());
+            }
+        }
+    }
+
+    /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
+     * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    float inv_l[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
+    /* Stage this warp's 16 rows of O in sQ: the warp read only its own rows of Q_i (into
+     * q_frag, before the loop), so no other warp can still need them. */
+    T *sO = sQ;
+#pragma unroll
+    for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<uint32_t *>(&sO[smem_idx<kHeadDim>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
+                pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
+    /* The copy-out below reads rows other lanes of this warp wrote. */
+    __syncwarp();
+    constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp * kChunksPerRow / 32; ++i) {
+        const int c = lane + i * 32;
+        const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+        if (row0 + warp_row0 + r < p.seqlen_q)
+            *reinterpret_cast<uint4 *>(&o[(row0 + warp_row0 + r) * q_row_stride + col]) =
+                *reinterpret_cast<const uint4 *>(&sO[smem_idx<kHeadDim>(warp_row0 + r, col)]);
+    }
+    if (p.lse && t == 0) {
+        float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            if (row[h] < p.seqlen_q) lse[row[h]] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Launch
+ * ------------------------------------------------------------------------------------------- */
+
+template <typename T, int kHeadDim>
+static int launch(const flash_problem *p, cudaStream_t stream) {
+    constexpr int kBlockM = Tile<kHeadDim>::kBlockM, kBlockN = Tile<kHeadDim>::kBlockN;
+    constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kHeadDim * (int)sizeof(T);
+    /* Above 48 KiB a block must opt in to dynamic shared memory; once per instantiation and
+     * device is enough, but the call is cheap next to a launch, and doing it every time keeps
+     * the function correct when the caller switches devices. */
+    if (kSmemBytes > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               kSmemBytes);
+        if (err != cudaSuccess)
+            return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
+                                   cudaGetErrorString(err));
+    }
+    const dim3 grid((p->seqlen_q + kBlockM - 1) / kBlockM, p->heads_q, p->batch);
+    flash_fwd_kernel<T, kHeadDim><<<grid, Tile<kHeadDim>::kNWarps * 32, kSmemBytes, stream>>>(*p);
+    return flash_launch_status("kernel08_final");
+}
+
+extern "C" int flash_forward_kernel08(const flash_problem *p, cudaStream_t stream) {
+    if (p->dtype == FLASH_BF16)
+        return p->head_dim == 64 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
+    return p->head_dim == 64 ? launch<__half, 64>(p, stream) : launch<__half, 128>(p, stream);
+}
