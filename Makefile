@@ -9,6 +9,8 @@ PYTHON  ?= python3
 ARCH    ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 
 BUILD   := build
+# The commit stamped into CSV rows; a copy of the tree without .git passes COMMIT=... by hand.
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 STAGES  := 01 02 03 04 05 06 07 08
 STAGE_DIR = $(firstword $(wildcard kernel$(1)_*))
 EXISTING := $(foreach s,$(STAGES),$(if $(call STAGE_DIR,$(s)),$(s)))
@@ -47,7 +49,7 @@ $(BUILD)/common/%.o: common/%.c $(HEADERS)
 
 $(BUILD)/harness/%.o: harness/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -DFLASH_COMMIT=\"$(COMMIT)\" -c $< -o $@
 
 $(BUILD)/harness/%.o: harness/%.cu $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -89,7 +91,7 @@ bench: $(BUILD)/allstages
 	$(BUILD)/allstages --stage all --bench --csv plots/$(GPU_SLUG).csv
 
 reference: $(BUILD)/allstages
-	$(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
+	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
 
 plot:
 	$(PYTHON) plots/plot.py plots/*.csv

@@ -1,0 +1,46 @@
+/*
+ * csv.h: the results file. One row per (stage or reference, problem), appended, never rewritten.
+ *
+ * The committed plots/<gpu>.csv files accumulate rows from many runs (stages, the FA2/cuDNN script,
+ * the mma.sync ceiling), so the harness only ever appends: it writes the header when the file is
+ * new or empty, and refuses (touching nothing) a file whose first line is some other header.
+ */
+#ifndef HARNESS_CSV_H
+#define HARNESS_CSV_H
+
+#include <stddef.h>
+
+#define CSV_HEADER                                                                                      \
+    "gpu,kernel,name,dtype,batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim,causal,iters,ms_median,ms_min," \
+    "tflops,max_abs_err,rel_l2_err,check,commit,date"
+
+typedef struct {
+    const char *gpu;      /* device name, e.g. "NVIDIA H200" (quoted if it holds a comma) */
+    const char *kernel;   /* "kernel05" or "mma_peak" */
+    const char *name;     /* "kernel05_swizzle" or "mma.sync.m16n8k16 bf16 f32-acc" */
+    const char *dtype;    /* "bf16" / "fp16"; "" leaves the column empty */
+    int has_problem;      /* 0: batch .. causal are left empty (the mma_peak row) */
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal;
+    int iters;
+    double ms_median, ms_min, tflops;
+    int has_errors;       /* 0: max_abs_err and rel_l2_err are left empty (check skipped) */
+    double max_abs_err, rel_l2_err;
+    const char *check;    /* "pass", "fail" or "skipped" */
+    const char *commit;   /* git commit of the build, or "unknown" */
+    const char *date;     /* UTC, ISO 8601: 2026-11-29T20:15:00Z */
+} csv_row;
+
+/* Can rows be appended to `path`? 0 when the file is absent, empty, or starts with CSV_HEADER;
+ * -1 otherwise, with a message naming the file in err[errlen]. Reads only. */
+int csv_preflight(const char *path, char *err, size_t errlen);
+
+/* One row as CSV text, without the newline. Returns the length, or -1 if buf[buflen] is too small. */
+int csv_format_row(const csv_row *row, char *buf, size_t buflen);
+
+/* Appends `row` to `path` (the header first if the file is new or empty). 0, or -1 with err. */
+int csv_append(const char *path, const csv_row *row, char *err, size_t errlen);
+
+/* The current time, UTC, ISO 8601 ("2026-11-29T20:15:00Z"), into buf[21]. */
+void utc_now_iso8601(char buf[21]);
+
+#endif /* HARNESS_CSV_H */

@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Draw the project's plots from the benchmark CSVs (one CSV per GPU, written by ./run and by
+harness/reference.py; see the CSV contract in the harness).
+
+For every CSV `<dir>/<stem>.csv` it writes, into --out-dir (default: the CSV's directory):
+
+  <stem>_ladder.png   the stage ladder at the headline problem (B=16, H=16, S=4096, D=128, bf16,
+                      non-causal): one bar per stage, labelled with TFLOP/s and % of FA2, and
+                      horizontal lines for FA2, cuDNN and the mma.sync ceiling;
+  <stem>_sweep.png    TFLOP/s against seqlen over the sweep (batch*seqlen = 65536,
+                      heads*head_dim = 2048), one panel per (head_dim, causal).
+
+The CSV may hold re-runs of the same (kernel, problem): the last row wins.
+
+Usage:  python3 plots/plot.py plots/*.csv [--out-dir DIR]
+Exit codes: 0 plots written; 1 nothing to plot (no data, or matplotlib missing);
+            2 a CSV is unreadable or malformed (the message names the file and line).
+"""
+
+import argparse
+import csv
+import math
+import os
+import re
+import sys
+
+COLUMNS = [
+    "gpu", "kernel", "name", "dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k",
+    "head_dim", "causal", "iters", "ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err",
+    "check", "commit", "date",
+]
+INT_COLUMNS = ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal", "iters"]
+FLOAT_COLUMNS = ["ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err"]
+CHECK_VALUES = {"pass", "fail", "skipped"}
+
+REFERENCES = ("fa2", "cudnn", "mma_peak")
+# How each reference is drawn: legend label, colour, line style.
+REFERENCE_STYLE = {
+    "fa2": ("FlashAttention-2", "black", "--"),
+    "cudnn": ("cuDNN fused attention", "tab:gray", "--"),
+    "mma_peak": ("mma.sync ceiling", "tab:red", ":"),
+}
+
+# (dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal): the chapters' problem.
+HEADLINE = ("bf16", 16, 16, 16, 4096, 4096, 128, 0)
+SWEEP_TOKENS = 65536     # batch * seqlen of every sweep problem
+SWEEP_WIDTH = 2048       # heads * head_dim of every sweep problem
+SWEEP_SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+
+FIGSIZE = (10, 5)
+DPI = 120
+
+
+class CsvError(Exception):
+    """A malformed CSV; the message already names the file and line."""
+
+
+def parse_csv(path):
+    """Returns the rows of `path` as dicts with typed values (None for empty fields), after
+    validating every line against the contract. Raises CsvError naming the file and line."""
+    try:
+        f = open(path, newline="", encoding="utf-8")
+    except OSError as e:
+        raise CsvError(f"{path}: cannot read: {e.strerror}")
+    rows = []
+    with f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader, None)
+            if header is None:
+                return rows  # an empty file: no data, which the caller reports
+            if header != COLUMNS:
+                raise CsvError(f"{path}:{reader.line_num}: the header is not the expected one\n"
+                               f"  expected: {','.join(COLUMNS)}\n  found:    {','.join(header)}")
+            for fields in reader:
+                if not fields:
+                    continue  # blank line (e.g. a trailing one)
+                rows.append(parse_row(fields, f"{path}:{reader.line_num}"))
+        except csv.Error as e:  # e.g. a NUL byte
+            raise CsvError(f"{path}:{reader.line_num}: {e}")
+        except UnicodeDecodeError:
+            raise CsvError(f"{path}:{reader.line_num + 1}: not UTF-8 text")
+    return rows
+
+
+def parse_row(fields, where):
+    if len(fields) != len(COLUMNS):
+        raise CsvError(f"{where}: expected {len(COLUMNS)} fields, found {len(fields)}")
+    row = dict(zip(COLUMNS, (field.strip() for field in fields)))
+    # Numeric fields may be empty: reference rows leave the errors empty, and the mma_peak row
+    # leaves the problem columns empty.
+    for column, kind in [(c, int) for c in INT_COLUMNS] + [(c, float) for c in FLOAT_COLUMNS]:
+        value = row[column]
+        if value == "":
+            row[column] = None
+            continue
+        try:
+            row[column] = kind(value)
+        except ValueError:
+            raise CsvError(f"{where}: column '{column}' is not a number: {value!r}")
+    if row["check"] not in CHECK_VALUES:
+        raise CsvError(f"{where}: column 'check' must be pass, fail or skipped, "
+                       f"found {row['check']!r}")
+    if not row["kernel"]:
+        raise CsvError(f"{where}: column 'kernel' is empty")
+    return row
+
+
+def problem_key(row):
+    return (row["dtype"], row["batch"], row["heads_q"], row["heads_kv"], row["seqlen_q"],
+            row["seqlen_k"], row["head_dim"], row["causal"])
+
+
+def usable_tflops(row):
+    value = row["tflops"]
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def natural_key(text):
+    """'kernel2' before 'kernel10': compare digit runs as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+class Results:
+    """The last row of each (kernel, problem), and the display name of each kernel."""
+
+    def __init__(self, rows):
+        self.latest = {}
+        self.names = {}
+        self.gpus = []
+        for row in rows:  # in file order, so a later re-run replaces an earlier one
+            self.latest[(row["kernel"], problem_key(row))] = row
+            self.names[row["kernel"]] = row["name"] or row["kernel"]
+            if row["gpu"] not in self.gpus:
+                self.gpus.append(row["gpu"])
+        self.stages = sorted({k for k, _ in self.latest if k not in REFERENCES}, key=natural_key)
+
+    def gpu_label(self):
+        return " / ".join(self.gpus) if self.gpus else "unknown GPU"
+
+    def row(self, kernel, key):
+        return self.latest.get((kernel, key))
+
+    def peak(self):
+        """The mma.sync ceiling does not depend on the problem: take the last such row."""
+        rows = [r for (k, _), r in self.latest.items() if k == "mma_peak" and usable_tflops(r)]
+        return usable_tflops(rows[-1]) if rows else None
+
+
+def stage_label(name):
+    """'kernel07_online_softmax' -> 'kernel07\\nonline_softmax': two short lines fit under a bar."""
+    return name.replace("_", "\n", 1)
+
+
+def stage_colors(stages):
+    import matplotlib
+
+    # One colour per stage, the same in both plots, so a reader can match bars to lines.
+    cmap = matplotlib.colormaps["viridis"]
+    n = max(len(stages) - 1, 1)
+    return {kernel: cmap(0.9 * i / n) for i, kernel in enumerate(stages)}
+
+
+def draw_ladder(results, out_path):
+    """The stage ladder at the headline problem. Returns a printable summary, or None when the
+    CSV has no stage at the headline problem."""
+    import matplotlib.pyplot as plt
+
+    stages = [(k, results.row(k, HEADLINE)) for k in results.stages]
+    stages = [(k, r) for k, r in stages if r is not None and usable_tflops(r)]
+    if not stages:
+        return None
+    fa2 = results.row("fa2", HEADLINE)
+    fa2_tflops = usable_tflops(fa2) if fa2 else None
+    cudnn = results.row("cudnn", HEADLINE)
+    references = [("fa2", fa2_tflops), ("cudnn", usable_tflops(cudnn) if cudnn else None),
+                  ("mma_peak", results.peak())]
+    references = [(k, v) for k, v in references if v is not None]
+
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    colors = stage_colors(results.stages)
+    xs = range(len(stages))
+    values = [usable_tflops(r) for _, r in stages]
+    bars = ax.bar(xs, values, width=0.65, color=[colors[k] for k, _ in stages], zorder=2)
+
+    summary = []
+    for bar, (kernel, row), value in zip(bars, stages, values):
+        failed = row["check"] == "fail"
+        label = f"{value:.1f}"
+        if fa2_tflops:
+            label += f"\n{100 * value / fa2_tflops:.0f}% of FA2"
+        if failed:
+            # A failed correctness check makes the speed meaningless: say so on the bar itself.
+            bar.set_hatch("///")
+            bar.set_edgecolor("tab:red")
+            bar.set_linewidth(1.5)
+            bar.set_alpha(0.55)
+            label = "FAIL\n" + label
+        # The white box keeps the label readable where a reference line passes behind it.
+        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, value), xytext=(0, 4),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                    color="tab:red" if failed else "black", fontweight="bold" if failed else None,
+                    bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none"),
+                    zorder=4)
+        summary.append((results.names[kernel], value, fa2_tflops, row["check"]))
+
+    for kernel, value in references:
+        name, color, style = REFERENCE_STYLE[kernel]
+        ax.axhline(value, color=color, linestyle=style, linewidth=1.4, zorder=1,
+                   label=f"{name}: {value:.1f} TFLOP/s")
+
+    # With few stages, widen the margins so that the bars keep their width instead of filling it.
+    pad = 0.6 + max(0, 4 - len(stages)) / 2
+    ax.set_xlim(-pad, len(stages) - 1 + pad)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([stage_label(results.names[k]) for k, _ in stages], fontsize=8)
+    ax.set_ylabel("TFLOP/s (median)")
+    top = max(values + [v for _, v in references])
+    ax.set_ylim(0, top * 1.22)  # headroom for the two-line labels of the tallest bar
+    ax.grid(axis="y", alpha=0.3, zorder=0)
+    ax.set_axisbelow(True)
+    title = (f"{results.gpu_label()}: stage ladder, bf16, B=16 H=16 S=4096 D=128, non-causal")
+    if not fa2_tflops:
+        title += "\n(no FA2 row in the CSV: % of FA2 not shown)"
+    ax.set_title(title, fontsize=11)
+    if references:
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.95)
+    fig.tight_layout()
+    fig.savefig(out_path)
+    plt.close(fig)
+    return summary
+
+
+def sweep_rows(results, kernel, head_dim, causal):
+    """The (seqlen, TFLOP/s, failed) points of one kernel in one sweep panel, by seqlen."""
+    points = []
+    for (k, key), row in results.latest.items():
+        dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, d, c = key
+        if k != kernel or dtype != "bf16" or d != head_dim or c != causal:
+            continue
+        if None in (batch, heads_q, seqlen_q) or seqlen_q != seqlen_k or heads_q != heads_kv:
+            continue
+        if batch * seqlen_q != SWEEP_TOKENS or heads_q * d != SWEEP_WIDTH:
+            continue
+        if usable_tflops(row):
+            points.append((seqlen_q, usable_tflops(row), row["check"] == "fail"))
+    return sorted(points)
+
+
+def draw_sweep(results, out_path):
+    """TFLOP/s against seqlen. Returns False when the CSV has no sweep point at all."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    kernels = results.stages + ["fa2", "cudnn"]
+    # One row of panels per head_dim that has at least one sweep point.
+    candidates = sorted({r["head_dim"] for r in results.latest.values() if r["head_dim"]})
+    head_dims = [d for d in candidates
+                 if any(sweep_rows(results, k, d, c) for k in kernels for c in (0, 1))]
+    if not head_dims:
+        return False
+
+    nrows = len(head_dims)
+    fig, axes = plt.subplots(nrows, 2, figsize=(FIGSIZE[0], 1.8 + 3.2 * nrows), dpi=DPI,
+                             sharex=True, sharey=True, squeeze=False)
+    colors = stage_colors(results.stages)
+    peak = results.peak()
+    handles = {}
+    fail_handle = None
+    for i, head_dim in enumerate(head_dims):
+        for j, causal in enumerate((0, 1)):
+            ax = axes[i][j]
+            for kernel in kernels:
+                points = sweep_rows(results, kernel, head_dim, causal)
+                if not points:
+                    continue
+                if kernel in REFERENCE_STYLE:
+                    label, color, style = REFERENCE_STYLE[kernel]
+                    width = 1.8
+                else:
+                    label, color, style, width = results.names[kernel], colors[kernel], "-", 1.5
+                (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], style,
+                                  color=color, marker="o", markersize=3.5, linewidth=width)
+                handles.setdefault(label, line)
+                failed = [p for p in points if p[2]]
+                if failed:
+                    (cross,) = ax.plot([p[0] for p in failed], [p[1] for p in failed], "x",
+                                       color="tab:red", markersize=8, markeredgewidth=2, zorder=5)
+                    fail_handle = cross
+            if not ax.get_lines():
+                ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center",
+                        color="tab:gray")
+            if peak:
+                _, color, style = REFERENCE_STYLE["mma_peak"]
+                line = ax.axhline(peak, color=color, linestyle=style, linewidth=1.2)
+                handles.setdefault(f"mma.sync ceiling ({peak:.0f})", line)
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_locator(FixedLocator(SWEEP_SEQLENS))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticklabels([f"{s // 1024}k" if s >= 1024 else str(s) for s in SWEEP_SEQLENS])
+            ax.set_xlim(SWEEP_SEQLENS[0] / 1.25, SWEEP_SEQLENS[-1] * 1.25)
+            ax.grid(alpha=0.3)
+            ax.set_title(f"head_dim {head_dim}, {'causal' if causal else 'non-causal'}",
+                         fontsize=10)
+            if i == nrows - 1:
+                ax.set_xlabel("seqlen (batch = 65536 / seqlen)")
+            if j == 0:
+                ax.set_ylabel("TFLOP/s (median)")
+    fig.suptitle(f"{results.gpu_label()}: forward TFLOP/s against seqlen, bf16, "
+                 f"heads · head_dim = {SWEEP_WIDTH}", fontsize=11)
+    # The panels share the y axis; set it once, after every panel is drawn, from all the data.
+    top = max(max(line.get_ydata()) for ax in axes.flat for line in ax.get_lines())
+    axes[0][0].set_ylim(0, top * 1.06)
+    if fail_handle:
+        handles["check failed"] = fail_handle  # last, after the lines it marks
+    # One legend for all panels, below them, so that no line is hidden behind it.
+    ncol = min(len(handles), 4)
+    legend_rows = -(-len(handles) // ncol)
+    legend_height = (0.1 + 0.2 * legend_rows) / fig.get_figheight()  # in figure fractions
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=ncol,
+               fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, legend_height, 1, 1))
+    fig.savefig(out_path)
+    plt.close(fig)
+    return True
+
+
+def print_summary(csv_path, summary):
+    print(f"{csv_path}: headline ladder")
+    for name, value, fa2, check in summary:
+        share = f"{100 * value / fa2:5.1f}% of FA2" if fa2 else "(no FA2 row)"
+        print(f"  {name:<28} {value:8.1f} TFLOP/s  {share}  check {check}")
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description="Draw <stem>_ladder.png and <stem>_sweep.png from each benchmark CSV.")
+    parser.add_argument("csvs", nargs="+", metavar="CSV", help="CSV files (one per GPU)")
+    parser.add_argument("--out-dir", metavar="DIR",
+                        help="where to write the PNGs (default: beside each CSV)")
+    args = parser.parse_args()
+
+    # Validate every file before drawing anything: a malformed CSV is an error to fix, not
+    # something to half-plot.
+    parsed = []
+    for path in args.csvs:
+        try:
+            parsed.append((path, parse_csv(path)))
+        except CsvError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed (pip install matplotlib): no plots drawn",
+              file=sys.stderr)
+        return 1
+    matplotlib.use("Agg")  # files only, no display needed
+
+    written = 0
+    for path, rows in parsed:
+        if not rows:
+            print(f"{path}: no data rows, nothing to plot")
+            continue
+        results = Results(rows)
+        if len(results.gpus) > 1:
+            print(f"warning: {path} mixes several GPUs ({', '.join(results.gpus)}); "
+                  f"expected one CSV per GPU", file=sys.stderr)
+        out_dir = args.out_dir or os.path.dirname(path) or "."
+        os.makedirs(out_dir, exist_ok=True)
+        stem = os.path.join(out_dir, os.path.splitext(os.path.basename(path))[0])
+
+        summary = draw_ladder(results, stem + "_ladder.png")
+        if summary is None:
+            print(f"{path}: no stage row at the headline problem (B=16 H=16 S=4096 D=128 bf16 "
+                  f"non-causal): no ladder plot")
+        else:
+            print_summary(path, summary)
+            print(f"wrote {stem}_ladder.png")
+            written += 1
+        if draw_sweep(results, stem + "_sweep.png"):
+            print(f"wrote {stem}_sweep.png")
+            written += 1
+        else:
+            print(f"{path}: no sweep rows (batch*seqlen = {SWEEP_TOKENS}, "
+                  f"heads*head_dim = {SWEEP_WIDTH}, bf16): no sweep plot")
+
+    if written == 0:
+        print("nothing plotted: the CSVs hold no usable data", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
