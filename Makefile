@@ -40,6 +40,7 @@ help:
 	@echo "  make bench          every stage on the headline problem and the sweep -> plots/<gpu>.csv"
 	@echo "  make reference      time FA2 and cuDNN through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
+	@echo "  make tune           time candidate tile shapes of stage 08 on this GPU (winner per head_dim, causal)"
 	@echo "  make clean          remove build/ and ./run"
 	@echo "Variables: ARCH (nvcc -gencode flags; default sm_80 + sm_90), NVCC, PYTHON"
 
@@ -89,6 +90,9 @@ GPU_SLUG = $(shell $(BUILD)/allstages --gpu-slug 2>/dev/null || echo unknown)
 
 bench: $(BUILD)/allstages
 	$(BUILD)/allstages --stage all --bench --csv plots/$(GPU_SLUG).csv
+
+tune: all
+	ARCH="$(ARCH)" NVCC="$(NVCC)" bash tests/tune.sh
 
 reference: $(BUILD)/allstages
 	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
