@@ -1,0 +1,285 @@
+/*
+ * run.c: main() of ./run (build/kernelNN with one stage linked in, build/allstages with all).
+ *
+ * The modes:
+ *   (default)   one problem: check, then time, the selected stage(s); a table, optionally CSV
+ *   --sweep     the 24 benchmark problems of DESIGN.md, same per problem; --bench: checks forced on
+ *   --matrix    256 small correctness cases per stage, no timing
+ *   --peak      the mma.sync ceiling of this GPU
+ *   --gpu-slug  the device name as a file-name slug ("nvidia_h200")
+ * Loops run problem-outer, stage-inner, so inputs and the reference are built once per problem.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "checks.h"
+#include "cli.h"
+#include "csv.h"
+#include "flash_internal.h"
+#include "gpu.h"
+#include "lowp.h"
+#include "problem.h"
+
+#ifndef FLASH_COMMIT
+#define FLASH_COMMIT "unknown"
+#endif
+
+#define SPOT_ROWS 8         /* CPU float64 rows per problem in the default and sweep modes */
+#define MATRIX_SPOT_ROWS 2  /* and per matrix case (the last and the first row) */
+
+/* ------------------------------------------------------------------------------------------------
+ * CSV rows */
+
+static void csv_or_exit(const char *path, const csv_row *row) {
+    char err[512];
+    if (csv_append(path, row, err, sizeof err) != 0) {
+        fprintf(stderr, "error: --csv: %s\n", err);
+        exit(2);
+    }
+}
+
+static void csv_stage_row(const run_options *o, const gpu_ctx *g, int stage, const flash_problem *p,
+                          const timing_result *t, const check_verdict *v, int checked) {
+    if (!o->csv_path) return;
+    char kernel[16], date[21];
+    snprintf(kernel, sizeof kernel, "kernel%02d", stage);
+    utc_now_iso8601(date);
+    csv_row r = {g->name, kernel, flash_stage_name(stage), dtype_name(p->dtype),
+                 1, p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim, p->causal,
+                 t->iters, t->ms_median, t->ms_min, t->tflops,
+                 checked, checked ? v->max_abs_err : 0.0, checked ? v->rel_l2_err : 0.0,
+                 checked ? (v->pass ? "pass" : "fail") : "skipped", FLASH_COMMIT, date};
+    csv_or_exit(o->csv_path, &r);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The table printed by the default and sweep modes */
+
+static void print_table_header(void) {
+    printf("%-24s %-38s %5s %9s %9s %8s %11s %9s %9s  %s\n", "stage", "problem", "iters", "ms_median",
+           "ms_min", "TFLOP/s", "max_abs_err", "rel_l2", "tol", "check");
+}
+
+static void problem_label(const flash_problem *p, char *buf, size_t n) {
+    snprintf(buf, n, "B%d H%d/%d Sq%d Sk%d D%d %s%s", p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k,
+             p->head_dim, dtype_name(p->dtype), p->causal ? " causal" : "");
+}
+
+static void print_table_row(int stage, const flash_problem *p, const timing_result *t, const check_verdict *v,
+                            int checked) {
+    char label[96];
+    problem_label(p, label, sizeof label);
+    if (checked)
+        printf("%-24s %-38s %5d %9.3f %9.3f %8.1f %11.3e %9.3e %9.3e  %s%s%s\n", flash_stage_name(stage), label,
+               t->iters, t->ms_median, t->ms_min, t->tflops, v->max_abs_err, v->rel_l2_err, v->tol,
+               v->pass ? "PASS" : "FAIL", v->pass ? "" : ": ", v->reason);
+    else
+        printf("%-24s %-38s %5d %9.3f %9.3f %8.1f %11s %9s %9s  %s\n", flash_stage_name(stage), label, t->iters,
+               t->ms_median, t->ms_min, t->tflops, "-", "-", "-", "skipped");
+    fflush(stdout);
+}
+
+/* Builds the problem and its reference; a wrong reference ends the run (exit 1): nothing it would
+ * judge could be trusted. */
+static void setup_or_exit(problem_state *ps, const flash_problem *shape, uint64_t seed, int spot_rows, gpu_ctx *g,
+                          int verbose) {
+    const int broken = problem_setup(ps, shape, seed, spot_rows, g);
+    if (verbose || broken) {
+        char label[96];
+        problem_label(shape, label, sizeof label);
+        printf("reference %s: %.1f ms on the GPU; spot check of %d rows vs float64 CPU: max|dO| %.2e, max|dLSE| "
+               "%.2e (tol %.0e) %s\n",
+               label, ps->ref_ms, ps->spot_rows, ps->spot_o_err, ps->spot_lse_err, SPOT_TOL, broken ? "FAIL" : "OK");
+        fflush(stdout);
+    }
+    if (broken) {
+        fprintf(stderr, "error: the fp32 GPU reference disagrees with the float64 CPU reference%s; "
+                        "no stage can be judged\n", ps->lowp.nonfinite ? " (and O_lowp is not finite)" : "");
+        exit(1);
+    }
+}
+
+/* Check (unless disabled) and time every selected stage on one problem. Returns failed checks. */
+static int run_problem(const run_options *o, gpu_ctx *g, const flash_problem *shape, const int *stages,
+                       int nstages) {
+    problem_state ps;
+    setup_or_exit(&ps, shape, o->seed, SPOT_ROWS, g, 1);
+    static int header_printed = 0;  /* one table header per run, under the first reference line */
+    if (!header_printed) print_table_header();
+    header_printed = 1;
+    int failed = 0;
+    for (int s = 0; s < nstages; s++) {
+        check_verdict v;
+        memset(&v, 0, sizeof v);
+        if (o->check) {
+            int rc;
+            v = problem_check(&ps, stages[s], g, &rc);
+            if (rc != FLASH_OK) {
+                fprintf(stderr, "error: %s: %s\n", flash_stage_name(stages[s]), flash_strerror(rc));
+                exit(rc == FLASH_E_CUDA ? FLASH_EXIT_CUDA : 2);
+            }
+            failed += !v.pass;
+        }
+        const timing_result t = problem_time(&ps, stages[s], g, o->warmup, o->iters);
+        print_table_row(stages[s], &ps.p, &t, &v, o->check);
+        csv_stage_row(o, g, stages[s], &ps.p, &t, &v, o->check);
+    }
+    problem_free(&ps);
+    return failed;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Modes */
+
+/* The benchmark problems of DESIGN.md: batch * seqlen = 65536 and heads * head_dim = 2048 keep
+ * every problem at the same 134M-element tensors; bf16, heads_kv = heads. */
+static int run_sweep(const run_options *o, gpu_ctx *g, const int *stages, int nstages) {
+    static const int seqlens[] = {512, 1024, 2048, 4096, 8192, 16384};
+    static const int head_dims[] = {64, 128};
+    int failed = 0;
+    for (int hd = 0; hd < 2; hd++) {
+        for (int causal = 0; causal <= 1; causal++) {
+            for (int si = 0; si < 6; si++) {
+                flash_problem p;
+                memset(&p, 0, sizeof p);
+                p.batch = 65536 / seqlens[si];
+                p.seqlen_q = p.seqlen_k = seqlens[si];
+                p.head_dim = head_dims[hd];
+                p.heads_q = p.heads_kv = 2048 / p.head_dim;
+                p.dtype = FLASH_BF16;
+                p.causal = causal;
+                failed += run_problem(o, g, &p, stages, nstages);
+            }
+        }
+    }
+    return failed;
+}
+
+/* The correctness matrix: every corner of the contract at sizes small enough to run 256 cases per
+ * stage in seconds. Odd sizes (17, 113, 203, 217, 1023) hit tile tails; Sq != Sk with causal hits
+ * the bottom-right alignment, Sq > Sk the rows that see no key; (8, 2) heads is GQA. */
+static int run_matrix(const run_options *o, gpu_ctx *g, const int *stages, int nstages) {
+    static const int seqs[8][2] = {{1, 1},     {17, 17},    {64, 64},     {113, 203},
+                                   {203, 113}, {128, 217}, {1000, 1000}, {1023, 1024}};
+    static const int heads[2][2] = {{4, 4}, {8, 2}};
+    static const int batches[2] = {1, 3};
+    static const int head_dims[2] = {64, 128};
+    static const flash_dtype dtypes[2] = {FLASH_BF16, FLASH_FP16};
+    int passed[FLASH_STAGES + 1] = {0}, cases = 0;
+
+    for (int di = 0; di < 2; di++)
+        for (int hd = 0; hd < 2; hd++)
+            for (int causal = 0; causal <= 1; causal++)
+                for (int si = 0; si < 8; si++)
+                    for (int hi = 0; hi < 2; hi++)
+                        for (int bi = 0; bi < 2; bi++) {
+                            flash_problem p;
+                            memset(&p, 0, sizeof p);
+                            p.dtype = dtypes[di];
+                            p.head_dim = head_dims[hd];
+                            p.causal = causal;
+                            p.seqlen_q = seqs[si][0];
+                            p.seqlen_k = seqs[si][1];
+                            p.heads_q = heads[hi][0];
+                            p.heads_kv = heads[hi][1];
+                            p.batch = batches[bi];
+                            /* Fresh inputs per case: the seed moves with the case number. */
+                            problem_state ps;
+                            setup_or_exit(&ps, &p, o->seed + 1000003ull * (uint64_t)cases, MATRIX_SPOT_ROWS, g, 0);
+                            for (int s = 0; s < nstages; s++) {
+                                int rc;
+                                const check_verdict v = problem_check(&ps, stages[s], g, &rc);
+                                /* A refused problem is a failed case (every stage must accept the whole
+                                 * contract); a CUDA failure leaves the context unusable: exit 3. */
+                                if (rc == FLASH_E_CUDA) {
+                                    fprintf(stderr, "error: %s: %s\n", flash_stage_name(stages[s]), flash_strerror(rc));
+                                    exit(FLASH_EXIT_CUDA);
+                                }
+                                passed[stages[s]] += v.pass;
+                                printf("%s %s %s d%d causal=%d sq=%d sk=%d hq=%d hkv=%d b=%d max_err=%.3e tol=%.3e%s%s\n",
+                                       v.pass ? "PASS" : "FAIL", flash_stage_name(stages[s]), dtype_name(p.dtype),
+                                       p.head_dim, p.causal, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.batch,
+                                       v.max_abs_err, v.tol, v.pass ? "" : " ", v.reason);
+                            }
+                            fflush(stdout);
+                            problem_free(&ps);
+                            cases++;
+                        }
+    int failed = 0;
+    for (int s = 0; s < nstages; s++) {
+        printf("matrix %s: %d/%d passed%s\n", flash_stage_name(stages[s]), passed[stages[s]], cases,
+               passed[stages[s]] == cases ? "" : "  <-- FAILED");
+        failed += cases - passed[stages[s]];
+    }
+    return failed;
+}
+
+static void run_peak(const run_options *o, gpu_ctx *g) {
+    const peak_result r = mma_peak(g->sm_count, g->stream);
+    printf("mma.sync m16n8k16 bf16->f32 peak on %s: %.1f TFLOP/s (median of %d launches: %.3f ms, min %.3f ms)\n",
+           g->name, r.tflops, r.runs, r.ms_median, r.ms_min);
+    fflush(stdout);
+    if (o->csv_path) {
+        char date[21];
+        utc_now_iso8601(date);
+        csv_row row = {g->name, "mma_peak", "mma.sync.m16n8k16 bf16 f32-acc", "",
+                       0, 0, 0, 0, 0, 0, 0, 0,
+                       r.runs, r.ms_median, r.ms_min, r.tflops,
+                       0, 0.0, 0.0, "skipped", FLASH_COMMIT, date};
+        csv_or_exit(o->csv_path, &row);
+    }
+}
+
+/* "NVIDIA H200" -> "nvidia_h200": lower-case letters and digits, runs of anything else -> '_'. */
+static void gpu_slug(const char *name, char *out, size_t n) {
+    size_t j = 0;
+    for (const char *c = name; *c && j + 1 < n; c++) {
+        if (isalnum((unsigned char)*c)) out[j++] = (char)tolower((unsigned char)*c);
+        else if (j > 0 && out[j - 1] != '_') out[j++] = '_';
+    }
+    while (j > 0 && out[j - 1] == '_') j--;
+    out[j] = '\0';
+}
+
+int main(int argc, char **argv) {
+    run_options o;
+    const int cli = parse_args(argc, argv, &o);
+    if (cli == CLI_HELP) return 0;
+    if (cli != CLI_OK) return 2;
+    int stages[FLASH_STAGES];
+    const int nstages = selected_stages(&o, stages);
+    if (o.csv_path) {
+        char err[512];
+        if (csv_preflight(o.csv_path, err, sizeof err) != 0) {
+            fprintf(stderr, "error: --csv: %s\n", err);
+            return 2;
+        }
+    }
+
+    /* Only now, with every argument accepted, do we touch the device. */
+    gpu_ctx g;
+    const int dev = gpu_open(&g);
+    if (dev != 0) return dev;
+    if (o.gpu_slug) {
+        char slug[256];
+        gpu_slug(g.name, slug, sizeof slug);
+        printf("%s\n", slug);
+        return 0;
+    }
+    printf("device: %s, %d SMs, L2 %d MB; stage%s:", g.name, g.sm_count, g.l2_bytes >> 20, nstages > 1 ? "s" : "");
+    for (int s = 0; s < nstages; s++) printf(" %s", flash_stage_name(stages[s]));
+    printf("\n");
+
+    int failed = 0;
+    if (o.peak) run_peak(&o, &g);
+    if (o.matrix) failed += run_matrix(&o, &g, stages, nstages);
+    if (o.sweep || o.bench) failed += run_sweep(&o, &g, stages, nstages);
+    if (!o.peak && !o.matrix && !o.sweep && !o.bench) failed += run_problem(&o, &g, &o.problem, stages, nstages);
+    gpu_close(&g);
+    if (failed) printf("%d check%s FAILED\n", failed, failed > 1 ? "s" : "");
+    return failed ? 1 : 0;
+}
