@@ -15,9 +15,8 @@ STAGES  := 01 02 03 04 05 06 07 08
 STAGE_DIR = $(firstword $(wildcard kernel$(1)_*))
 EXISTING := $(foreach s,$(STAGES),$(if $(call STAGE_DIR,$(s)),$(s)))
 
-CFLAGS    := -std=c11 -O2 -Wall -Wextra -Icommon -I$(CUDA_HOME_INC) -fPIC
-CUDA_HOME := $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
-CUDA_HOME_INC := $(CUDA_HOME)/include
+CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
+CFLAGS    := -std=c11 -O2 -Wall -Wextra -Icommon -I$(CUDA_HOME)/include -fPIC
 NVFLAGS   := -O3 -std=c++17 $(ARCH) -Icommon -Xcompiler -fPIC -Xptxas -warn-spills --expt-relaxed-constexpr
 LDLIBS    := -lcudart -lm
 

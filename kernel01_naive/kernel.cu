@@ -52,7 +52,7 @@ __device__ __forceinline__ void load_tile(T *smem, const T *gmem, int64_t row_st
 }
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kNThreads)
+__global__ void __launch_bounds__(kNThreads, 1)
 flash_fwd_kernel(const flash_problem p) {
     static_assert(kHeadDim % 32 == 0, "each lane owns kHeadDim / 32 output columns");
     constexpr int kColsPerLane = kHeadDim / 32;

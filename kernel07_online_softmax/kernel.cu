@@ -88,7 +88,7 @@ __device__ __forceinline__ uint32_t ldsm_addr_b(const T *smem, int row, int col,
 }
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kNThreads)
+__global__ void __launch_bounds__(kNThreads, 1)
 flash_fwd_kernel(const flash_problem p) {
     constexpr int kKSteps = kHeadDim / 16;   // k16 slices of the head dimension in Q K^T
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
