@@ -3,9 +3,16 @@
  *
  * Technique: no new instruction; the shape of the work is fitted to the GPU, each decision
  *            measured (docs/08_final.md):
- *            - tiles and warps per head_dim (Tile<> below): 128 query rows per block with 8 warps,
- *              so each K_j / V_j tile brought into shared memory serves twice the rows of stage 07
- *              and L2 -> SM traffic halves; 16 rows per warp still, so Q stays in registers;
+ *            - 32 query rows per warp (two m16 tiles) instead of 16: every K and V fragment that
+ *              ldmatrix brings in now feeds two mma instead of one. With 16 rows per warp each
+ *              warp reads the whole K_j and V_j tile from shared memory for 16 rows, and shared
+ *              memory bandwidth (128 B per clock per SM) caps the kernel near 430 TFLOP/s on an
+ *              H200; 32 rows halve that traffic per FLOP. Q no longer fits in registers next to
+ *              two rows of accumulators, so its fragments are re-read from shared memory per
+ *              k-slice (a quarter of the traffic K and V cost);
+ *            - tiles and warps per head_dim (Tile<> below, chosen by `make tune`): 128 x 64 with
+ *              4 warps, two blocks per SM, so that the two blocks sharing a scheduler run their
+ *              softmax and their mma out of phase;
  *            - shared memory above 48 KiB (dynamic, cudaFuncSetAttribute), registers capped with
  *              __launch_bounds__ and no spills;
  *            - K/V tiles visited last to first: the tiles that need a mask (the sequence tail, the
@@ -14,9 +21,9 @@
  *            - instruction count: every ldmatrix address is a per-lane base plus a compile-time
  *              immediate (the swizzle XOR of a lane is fixed, so it is folded into four bases),
  *              the cp.async offsets are computed once, the row bookkeeping leaves the loop.
- * Changed:   Tile<kHeadDim> replaces the fixed 64 x 64 x 4 warps; shared memory is dynamic; the
- *            main loop runs n_block downwards with a masked / unmasked split; fragment and copy
- *            addresses are hoisted out of the loop.
+ * Changed:   Tile<kHeadDim> replaces the fixed 64 x 64 x 4 warps; each per-row quantity gains an
+ *            m-tile index; Q fragments are loaded per k-slice; shared memory is dynamic; the main
+ *            loop runs n_block downwards with a masked / unmasked split; addresses are hoisted.
  * Bottleneck: the mma.sync issue rate and the softmax between the two products; what is left
  *            needs Hopper's wgmma and TMA (docs/08_final.md).
  * Measured:  H200, B16 H16 S4096 D128 bf16: see docs/08_final.md and plots/.
@@ -39,10 +46,10 @@ struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNWarps = W, kMinBlocks = B;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 8, 1
+#define FLASH_TILE_D64 128, 64, 4, 2
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 64, 8, 1
+#define FLASH_TILE_D128 128, 32, 4, 2
 #endif
 template <int kHeadDim> struct Tile;
 template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
@@ -62,30 +69,30 @@ __device__ __forceinline__ int smem_idx(int row, int col) {
  * The kernel
  * ------------------------------------------------------------------------------------------- */
 
-/* The copy plan of a [kRows, kHeadDim] tile: chunk i of this thread is row row[i], and its
- * swizzled shared-memory byte offset and its global element offset never change from one K/V tile
- * to the next, so they are computed once. */
+/* The copy plan of a [kRows, kHeadDim] tile. Thread tid copies chunk tid % kChunksPerRow of rows
+ * tid / kChunksPerRow + i * kRowStep. kRowStep is a multiple of 8, so all of a thread's rows share
+ * one swizzle XOR: its shared-memory offsets are one base plus compile-time steps, and its global
+ * offsets one base plus multiples of one stride. Three registers instead of an array of offsets,
+ * and they do not change from one K/V tile to the next. */
 template <int kHeadDim, int kRows, int kNThreads>
 struct CopyPlan {
     static constexpr int kChunksPerRow = kHeadDim / 8;
-    static constexpr int kPerThread = kRows * kChunksPerRow / kNThreads;
-    static_assert((kRows * kChunksPerRow) % kNThreads == 0, "every thread copies the same number of chunks");
-    int row[kPerThread];
-    uint32_t smem_off[kPerThread];  // bytes from the tile's base
-    int64_t gmem_off[kPerThread];   // elements from the tile's first row
+    static constexpr int kRowStep = kNThreads / kChunksPerRow;
+    static constexpr int kPerThread = kRows / kRowStep;
+    static_assert(kNThreads % kChunksPerRow == 0 && kRowStep % 8 == 0, "a thread's rows share one swizzle XOR");
+    static_assert(kRows % kRowStep == 0, "every thread copies the same number of chunks");
+    int row;            // first row of this thread
+    uint32_t smem_off;  // bytes from the tile's base, for that row
+    int64_t gmem_off;   // elements from the tile's first row, for that row
 };
 
 template <int kHeadDim, int kRows, int kNThreads>
 __device__ __forceinline__ CopyPlan<kHeadDim, kRows, kNThreads> make_copy_plan(int64_t row_stride, int elem_bytes) {
     CopyPlan<kHeadDim, kRows, kNThreads> plan;
-#pragma unroll
-    for (int i = 0; i < plan.kPerThread; ++i) {
-        const int c = threadIdx.x + i * kNThreads;
-        const int row = c / plan.kChunksPerRow, col = (c % plan.kChunksPerRow) * 8;
-        plan.row[i] = row;
-        plan.smem_off[i] = smem_idx<kHeadDim>(row, col) * elem_bytes;
-        plan.gmem_off[i] = row * row_stride + col;
-    }
+    const int row = threadIdx.x / plan.kChunksPerRow, col = (threadIdx.x % plan.kChunksPerRow) * 8;
+    plan.row = row;
+    plan.smem_off = smem_idx<kHeadDim>(row, col) * elem_bytes;
+    plan.gmem_off = row * row_stride + col;
     return plan;
 }
 
@@ -93,12 +100,13 @@ __device__ __forceinline__ CopyPlan<kHeadDim, kRows, kNThreads> make_copy_plan(i
  * clamped (row 0) source address, as in the earlier stages. */
 template <typename T, int kHeadDim, int kRows, int kNThreads>
 __device__ __forceinline__ void load_tile(uint32_t smem_base, const T *gmem, const CopyPlan<kHeadDim, kRows, kNThreads> &plan,
-                                          int valid_rows) {
+                                          int64_t row_stride, int valid_rows) {
+    const T *src = gmem + plan.gmem_off;
 #pragma unroll
     for (int i = 0; i < plan.kPerThread; ++i) {
-        const bool valid = plan.row[i] < valid_rows;
-        cp_async_16(smem_base + plan.smem_off[i], gmem + (valid ? plan.gmem_off[i] : plan.gmem_off[i] % kHeadDim),
-                    valid ? 16 : 0);
+        const bool valid = plan.row + i * plan.kRowStep < valid_rows;
+        cp_async_16(smem_base + plan.smem_off + i * plan.kRowStep * kHeadDim * (int)sizeof(T),
+                    valid ? src + i * plan.kRowStep * row_stride : gmem + plan.gmem_off % kHeadDim, valid ? 16 : 0);
     }
 }
 
@@ -147,7 +155,8 @@ flash_fwd_kernel(const flash_problem p) {
     constexpr int kNWarps = Tile<kHeadDim>::kNWarps;
     constexpr int kNThreads = kNWarps * 32;
     constexpr int kRowsPerWarp = kBlockM / kNWarps;
-    static_assert(kRowsPerWarp == 16, "each warp owns exactly one m16 row tile of Q_i, S and O");
+    constexpr int kMTiles = kRowsPerWarp / 16;  // m16 row tiles per warp
+    static_assert(kRowsPerWarp % 16 == 0, "each warp owns whole m16 row tiles of Q_i, S and O");
     static_assert(kBlockN % 16 == 0, "K_j splits into n8 tiles for S and k16 slices for P V");
     constexpr int kKSteps = kHeadDim / 16;   // k16 slices of the head dimension in Q K^T
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
@@ -155,7 +164,7 @@ flash_fwd_kernel(const flash_problem p) {
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
     extern __shared__ __align__(128) unsigned char smem[];
-    T *sQ = reinterpret_cast<T *>(smem);  // Q_i  [kBlockM, kHeadDim], later O
+    T *sQ = reinterpret_cast<T *>(smem);  // Q_i  [kBlockM, kHeadDim], read every tile; later O
     T *sK = sQ + kBlockM * kHeadDim;      // K_j  [kBlockN, kHeadDim]
     T *sV = sK + kBlockN * kHeadDim;      // V_j  [kBlockN, kHeadDim]
     const uint32_t sQ_u32 = smem_u32(sQ), sK_u32 = smem_u32(sK), sV_u32 = smem_u32(sV);
@@ -189,75 +198,93 @@ flash_fwd_kernel(const flash_problem p) {
     int n_masked = p.seqlen_k / kBlockN;
     if (p.causal) n_masked = min(n_masked, max(0, (row0 + diag + 1) / kBlockN));
 
-    /* The two rows this thread holds in every accumulator: c[0..1] in row g, c[2..3] in g + 8. */
+    /* The two rows this thread holds in every accumulator of m-tile mt: c[0..1] in row g,
+     * c[2..3] in g + 8. */
     const int warp_row0 = warp * kRowsPerWarp;
-    int row[2];
-    row[0] = row0 + warp_row0 + g;
-    row[1] = row[0] + 8;
+    int row[kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+        row[mt][0] = row0 + warp_row0 + 16 * mt + g;
+        row[mt][1] = row[mt][0] + 8;
+    }
 
     const CopyPlan<kHeadDim, kBlockM, kNThreads> q_plan = make_copy_plan<kHeadDim, kBlockM, kNThreads>(q_row_stride, sizeof(T));
     const CopyPlan<kHeadDim, kBlockN, kNThreads> kv_plan = make_copy_plan<kHeadDim, kBlockN, kNThreads>(kv_row_stride, sizeof(T));
+    /* sQ, sK and sV are one [kBlockM + 2 kBlockN, kHeadDim] array, and kBlockM, kBlockN are
+     * multiples of 8: V's rows continue Q's with the same swizzle, so V is addressed from Q's
+     * bases at row offset kVRow0, which saves four registers. */
+    constexpr int kVRow0 = kBlockM + kBlockN;
+    const LdsmBases<kHeadDim> q_bases = ldsm_bases_a<kHeadDim>(sQ_u32, lane);
     const LdsmBases<kHeadDim> k_bases = ldsm_bases_b<kHeadDim>(sK_u32, lane);
-    const LdsmBases<kHeadDim> v_bases = ldsm_bases_a<kHeadDim>(sV_u32, lane);
 
-    /* Q_i is loaded once; each warp keeps its 16 rows as A fragments for the whole kernel. The last
-     * K tile is put in flight behind it, as its own group, so that only Q is waited for here. */
-    load_tile<T, kHeadDim, kBlockM, kNThreads>(sQ_u32, q + row0 * q_row_stride, q_plan, p.seqlen_q - row0);
+    /* Q_i is loaded once, the last K tile behind it; the first wait of the loop covers both. */
+    load_tile<T, kHeadDim, kBlockM, kNThreads>(sQ_u32, q + row0 * q_row_stride, q_plan, q_row_stride, p.seqlen_q - row0);
     cp_async_commit();
     if (n_blocks > 0)
         load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32, k + (int64_t)(n_blocks - 1) * kBlockN * kv_row_stride, kv_plan,
-                                                   p.seqlen_k - (n_blocks - 1) * kBlockN);
+                                                   kv_row_stride, p.seqlen_k - (n_blocks - 1) * kBlockN);
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    uint32_t q_frag[kKSteps][4];
-    {
-        const LdsmBases<kHeadDim> q_bases = ldsm_bases_a<kHeadDim>(sQ_u32, lane);
-#pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk) ldmatrix_x4(q_frag[kk], ldsm_at<kHeadDim>(q_bases, warp_row0, kk * 16));
-    }
 
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
-    float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
-    float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
-    float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
+    float m[kMTiles][2];             // running max of the raw (unscaled) scores of rows g, g + 8
+    float l[kMTiles][2];             // this thread's part of the running sum of exp(scale * (s - m))
+    float acc_o[kMTiles][kNTilesO][4];  // O, unnormalised: [m tile][head-dim n8 tile][fragment register]
 #pragma unroll
-    for (int nt = 0; nt < kNTilesO; ++nt)
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
+        for (int h = 0; h < 2; ++h) {
+            m[mt][h] = -INFINITY;
+            l[mt][h] = 0.0f;
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] = 0.0f;
+    }
 
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
         const int col0 = n_block * kBlockN;
-        /* K_j must have landed before any warp reads it: wait_group covers this thread's own
-         * copies, the barrier everybody else's. The barrier also means every warp is done with
-         * P V_{j+1}, so sV may be overwritten now: V_j starts to load behind Q K_j^T. */
+        /* K_j (and Q_i, the first time) must have landed before any warp reads it: wait_group
+         * covers this thread's own copies, the barrier everybody else's. The barrier also means
+         * every warp is done with P V_{j+1}, so sV may be overwritten now: V_j starts to load
+         * behind Q K_j^T. */
         cp_async_wait<0>();
         __syncthreads();
-        load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32, v + col0 * kv_row_stride, kv_plan, p.seqlen_k - col0);
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32, v + col0 * kv_row_stride, kv_plan, kv_row_stride, p.seqlen_k - col0);
         cp_async_commit();
 
-        /* S = Q_i K_j^T: [16, kBlockN] per warp, as kNTilesS accumulator tiles. The B operand of
-         * an n8 tile is K_j read row-wise, two n8 tiles per ldmatrix.x4. */
-        float acc_s[kNTilesS][4];
+        /* S = Q_i K_j^T: [kRowsPerWarp, kBlockN] per warp, as kMTiles x kNTilesS accumulator
+         * tiles. Each ldmatrix.x4 of K (two n8 tiles) feeds the mma of every m-tile. The loads run
+         * one step ahead of the mma: step i = (k-slice kk, n8 pair np); the Q fragments of slice
+         * kk + 1 are fetched with the last K fragment of slice kk. */
+        float acc_s[kMTiles][kNTilesS][4];
 #pragma unroll
-        for (int nt = 0; nt < kNTilesS; ++nt)
+        for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc_s[nt][e] = 0.0f;
-        /* Fragments of k-slice kk + 1 are requested before the mma of slice kk consume theirs. */
-        uint32_t k_frag[2][kNTilesS / 2][4];
+            for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < kNTilesS; nt += 2) ldmatrix_x4(k_frag[0][nt / 2], ldsm_at<kHeadDim>(k_bases, nt * 8, 0));
+                for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
+        {
+            constexpr int kPairs = kNTilesS / 2, kSteps = kKSteps * kPairs;
+            uint32_t q_frag[2][kMTiles][4], k_frag[2][4];
 #pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk) {
-            if (kk + 1 < kKSteps)
+            for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[0][mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, 0));
+            ldmatrix_x4(k_frag[0], ldsm_at<kHeadDim>(k_bases, 0, 0));
 #pragma unroll
-                for (int nt = 0; nt < kNTilesS; nt += 2)
-                    ldmatrix_x4(k_frag[(kk + 1) % 2][nt / 2], ldsm_at<kHeadDim>(k_bases, nt * 8, (kk + 1) * 16));
+            for (int i = 0; i < kSteps; ++i) {
+                const int kk = i / kPairs, np = i % kPairs;
+                if (i + 1 < kSteps)
+                    ldmatrix_x4(k_frag[(i + 1) % 2], ldsm_at<kHeadDim>(k_bases, ((i + 1) % kPairs) * 16, ((i + 1) / kPairs) * 16));
+                if (np == kPairs - 1 && kk + 1 < kKSteps)
 #pragma unroll
-            for (int nt = 0; nt < kNTilesS; nt += 2) {
-                mma_m16n8k16(acc_s[nt], q_frag[kk], &k_frag[kk % 2][nt / 2][0], T());
-                mma_m16n8k16(acc_s[nt + 1], q_frag[kk], &k_frag[kk % 2][nt / 2][2], T());
+                    for (int mt = 0; mt < kMTiles; ++mt)
+                        ldmatrix_x4(q_frag[(kk + 1) % 2][mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, (kk + 1) * 16));
+#pragma unroll
+                for (int mt = 0; mt < kMTiles; ++mt) {
+                    mma_m16n8k16(acc_s[mt][2 * np], q_frag[kk % 2][mt], &k_frag[i % 2][0], T());
+                    mma_m16n8k16(acc_s[mt][2 * np + 1], q_frag[kk % 2][mt], &k_frag[i % 2][2], T());
+                }
             }
         }
 
@@ -265,53 +292,58 @@ flash_fwd_kernel(const flash_problem p) {
          * boundary tiles only: visited last to first, they all come before n_masked. */
         if (n_block >= n_masked) {
 #pragma unroll
-            for (int nt = 0; nt < kNTilesS; ++nt)
+            for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = col0 + nt * 8 + 2 * t + (e & 1);
-                    if (col >= p.seqlen_k || (p.causal && col > row[e >> 1] + diag)) acc_s[nt][e] = -INFINITY;
-                }
+                for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int col = col0 + nt * 8 + 2 * t + (e & 1);
+                        if (col >= p.seqlen_k || (p.causal && col > row[mt][e >> 1] + diag)) acc_s[mt][nt][e] = -INFINITY;
+                    }
         }
 
         /* Online softmax, FlashAttention-2 form. A row's kBlockN scores are spread over the 4 lanes
          * of a quad (lanes 4g .. 4g+3); the max must agree across the quad every tile (all four
          * lanes subtract the same m), the sum need not until the end. */
-        float m_tile[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int nt = 0; nt < kNTilesS; ++nt)
+        for (int mt = 0; mt < kMTiles; ++mt) {
+            float m_tile[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) m_tile[e >> 1] = fmaxf(m_tile[e >> 1], acc_s[nt][e]);
-        float alpha[2], m_scaled[2];
+            for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
-            m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
-            const float m_new = fmaxf(m[h], m_tile[h]);
-            /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
-             * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0. */
-            m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
-            alpha[h] = fast_exp2(m[h] * scale_log2 - m_scaled[h]);
-            m[h] = m_new;
-        }
-        float p_sum[2] = {0.0f, 0.0f};
+                for (int e = 0; e < 4; ++e) m_tile[e >> 1] = fmaxf(m_tile[e >> 1], acc_s[mt][nt][e]);
+            float alpha[2], m_scaled[2];
 #pragma unroll
-        for (int nt = 0; nt < kNTilesS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                acc_s[nt][e] = fast_exp2(acc_s[nt][e] * scale_log2 - m_scaled[e >> 1]);
-                p_sum[e >> 1] += acc_s[nt][e];
+            for (int h = 0; h < 2; ++h) {
+                m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
+                m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
+                const float m_new = fmaxf(m[mt][h], m_tile[h]);
+                /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
+                 * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0. */
+                m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
+                alpha[h] = fast_exp2(m[mt][h] * scale_log2 - m_scaled[h]);
+                m[mt][h] = m_new;
             }
-        /* On the first tile O and l are still zero: there is nothing to rescale. */
-        if (n_block == n_blocks - 1) {
+            float p_sum[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int h = 0; h < 2; ++h) l[h] = p_sum[h];
-        } else {
+            for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + p_sum[h];
+                for (int e = 0; e < 4; ++e) {
+                    acc_s[mt][nt][e] = fast_exp2(acc_s[mt][nt][e] * scale_log2 - m_scaled[e >> 1]);
+                    p_sum[e >> 1] += acc_s[mt][nt][e];
+                }
+            /* On the first tile O and l are still zero: there is nothing to rescale. */
+            if (n_block == n_blocks - 1) {
 #pragma unroll
-            for (int nt = 0; nt < kNTilesO; ++nt)
+                for (int h = 0; h < 2; ++h) l[mt][h] = p_sum[h];
+            } else {
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc_o[nt][e] *= alpha[e >> 1];
+                for (int h = 0; h < 2; ++h) l[mt][h] = l[mt][h] * alpha[h] + p_sum[h];
+#pragma unroll
+                for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] *= alpha[e >> 1];
+            }
         }
 
         /* V_j must have landed. The barrier also means every warp is done reading K_j, so K_{j-1}
@@ -320,54 +352,62 @@ flash_fwd_kernel(const flash_problem p) {
         cp_async_wait<0>();
         __syncthreads();
         if (n_block > 0)
-            load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32, k + (col0 - kBlockN) * kv_row_stride, kv_plan, kBlockN);
+            load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32, k + (col0 - kBlockN) * kv_row_stride, kv_plan, kv_row_stride, kBlockN);
         cp_async_commit();
 
         /* O += P V_j. The accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows
          * g and g+8 in exactly the places the A fragment of a k16 slice wants them, so P is just
          * converted pairwise in registers. V_j is the B operand read transposed by ldmatrix.trans,
-         * two n8 tiles of O per instruction. */
-        uint32_t v_frag[2][kNTilesO / 2][4];
+         * two n8 tiles of O per instruction, each feeding every m-tile; loads run one step ahead
+         * (step i = key slice kk, head-dim n8 pair np). */
+        {
+            constexpr int kPairs = kNTilesO / 2, kSteps = kKStepsPV * kPairs;
+            uint32_t v_frag[2][4], p_frag[kMTiles][4];
+            ldmatrix_x4_trans(v_frag[0], ldsm_at<kHeadDim>(q_bases, kVRow0, 0));
 #pragma unroll
-        for (int nt = 0; nt < kNTilesO; nt += 2) ldmatrix_x4_trans(v_frag[0][nt / 2], ldsm_at<kHeadDim>(v_bases, 0, nt * 8));
+            for (int i = 0; i < kSteps; ++i) {
+                const int kk = i / kPairs, np = i % kPairs;
+                if (i + 1 < kSteps)
+                    ldmatrix_x4_trans(v_frag[(i + 1) % 2], ldsm_at<kHeadDim>(q_bases, kVRow0 + ((i + 1) / kPairs) * 16, ((i + 1) % kPairs) * 16));
+                if (np == 0)
 #pragma unroll
-        for (int kk = 0; kk < kKStepsPV; ++kk) {
-            if (kk + 1 < kKStepsPV)
+                    for (int mt = 0; mt < kMTiles; ++mt) {
+                        p_frag[mt][0] = pack_float2(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1], T());
+                        p_frag[mt][1] = pack_float2(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3], T());
+                        p_frag[mt][2] = pack_float2(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1], T());
+                        p_frag[mt][3] = pack_float2(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3], T());
+                    }
 #pragma unroll
-                for (int nt = 0; nt < kNTilesO; nt += 2)
-                    ldmatrix_x4_trans(v_frag[(kk + 1) % 2][nt / 2], ldsm_at<kHeadDim>(v_bases, (kk + 1) * 16, nt * 8));
-            uint32_t p_frag[4];
-            p_frag[0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
-            p_frag[1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
-            p_frag[2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
-            p_frag[3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
-#pragma unroll
-            for (int nt = 0; nt < kNTilesO; nt += 2) {
-                mma_m16n8k16(acc_o[nt], p_frag, &v_frag[kk % 2][nt / 2][0], T());
-                mma_m16n8k16(acc_o[nt + 1], p_frag, &v_frag[kk % 2][nt / 2][2], T());
+                for (int mt = 0; mt < kMTiles; ++mt) {
+                    mma_m16n8k16(acc_o[mt][2 * np], p_frag[mt], &v_frag[i % 2][0], T());
+                    mma_m16n8k16(acc_o[mt][2 * np + 1], p_frag[mt], &v_frag[i % 2][2], T());
+                }
             }
         }
     }
 
     /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
      * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
+    float inv_l[kMTiles][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-    float inv_l[2];
+    for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
-    /* Stage this warp's 16 rows of O in sQ: the warp read only its own rows of Q_i (into
-     * q_frag, before the loop), so no other warp can still need them. */
+        for (int h = 0; h < 2; ++h) {
+            l[mt][h] += __shfl_xor_sync(0xffffffffu, l[mt][h], 1);
+            l[mt][h] += __shfl_xor_sync(0xffffffffu, l[mt][h], 2);
+            inv_l[mt][h] = (l[mt][h] > 0.0f) ? 1.0f / l[mt][h] : 0.0f;
+        }
+    /* Stage this warp's rows of O in sQ: the warp only ever read its own rows of Q_i, and its last
+     * read of them (the last Q K^T) is behind it, so no other warp can still need them. */
     T *sO = sQ;
 #pragma unroll
-    for (int nt = 0; nt < kNTilesO; ++nt)
+    for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            *reinterpret_cast<uint32_t *>(&sO[smem_idx<kHeadDim>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
-                pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
+        for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<uint32_t *>(&sO[smem_idx<kHeadDim>(warp_row0 + 16 * mt + g + 8 * h, nt * 8 + 2 * t)]) =
+                    pack_float2(acc_o[mt][nt][2 * h] * inv_l[mt][h], acc_o[mt][nt][2 * h + 1] * inv_l[mt][h], T());
     /* The copy-out below reads rows other lanes of this warp wrote. */
     __syncwarp();
     constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
@@ -382,8 +422,11 @@ flash_fwd_kernel(const flash_problem p) {
     if (p.lse && t == 0) {
         float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            if (row[h] < p.seqlen_q) lse[row[h]] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                if (row[mt][h] < p.seqlen_q)
+                    lse[row[mt][h]] = (l[mt][h] > 0.0f) ? m[mt][h] * p.softmax_scale + logf(l[mt][h]) : INFINITY;
     }
 }
 

@@ -12,16 +12,18 @@ T=build/tune
 mkdir -p "$T"
 rm -f "$T/results.csv"
 
-CANDIDATES_D128=${CANDIDATES_D128:-"128,64,8,1 128,128,8,1 128,32,8,1 64,64,4,2 64,64,4,3 64,128,4,2"}
-CANDIDATES_D64=${CANDIDATES_D64:-"128,128,8,1 128,64,8,1 64,128,4,2 64,64,4,3 128,128,8,2"}
+CANDIDATES_D128=${CANDIDATES_D128:-"128,32,4,2 128,64,4,2 128,64,8,1 128,32,8,1 64,64,4,2 64,32,4,2 64,64,4,3"}
+CANDIDATES_D64=${CANDIDATES_D64:-"128,64,4,2 128,32,4,2 128,128,4,2 64,64,4,2 64,64,4,3 128,64,8,1 128,128,8,1"}
 
 harness_objs=$(ls build/harness/*.o) || { echo "run make all first"; exit 2; }
 
 build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or nothing if it spills
     local d=$1 shape=$2 tag
     tag="d${d}_$(echo "$shape" | tr ',' '_')"
-    local obj="$T/kernel08_$tag.o" bin="$T/run_$tag"
-    if ! $NVCC -O3 -std=c++17 $ARCH -Icommon -Xcompiler -fPIC -Xptxas -v "-DFLASH_TILE_D$d=$shape" \
+    local obj="$T/kernel08_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
+    # nvcc splits -D values at commas, so the shape travels in a forced include instead.
+    echo "#define FLASH_TILE_D$d $shape" >"$hdr"
+    if ! $NVCC -O3 -std=c++17 $ARCH -Icommon -Xcompiler -fPIC -Xptxas -v -include "$hdr" \
             -c kernel08_final/kernel.cu -o "$obj" 2>"$T/ptxas_$tag.txt"; then
         echo "tune: $tag does not compile: $(grep -m1 error "$T/ptxas_$tag.txt")" >&2; return
     fi
