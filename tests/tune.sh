@@ -34,10 +34,19 @@ build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or not
     echo "$bin"
 }
 
+# Build every candidate in parallel (they are independent), then time them one by one.
 for d in 128 64; do
     var="CANDIDATES_D$d"
     for shape in ${!var}; do
-        bin=$(build_candidate "$d" "$shape")
+        build_candidate "$d" "$shape" >"$T/bin_${d}_$shape" &
+    done
+done
+wait
+
+for d in 128 64; do
+    var="CANDIDATES_D$d"
+    for shape in ${!var}; do
+        bin=$(cat "$T/bin_${d}_$shape")
         [ -n "$bin" ] || continue
         for causal in 0 1; do
             # The headline problem for d128; the sweep's 4k point for d64 (heads * d = 2048).
