@@ -164,9 +164,12 @@ flash_fwd_kernel(const flash_problem p) {
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
     extern __shared__ __align__(128) unsigned char smem[];
+    /* Two K/V buffers: tile j lives in buffer j % 2, so the copy of tile j - 1 can run during all
+     * of tile j's math, and one barrier per tile suffices. */
     T *sQ = reinterpret_cast<T *>(smem);  // Q_i  [kBlockM, kHeadDim], read every tile; later O
-    T *sK = sQ + kBlockM * kHeadDim;      // K_j  [kBlockN, kHeadDim]
-    T *sV = sK + kBlockN * kHeadDim;      // V_j  [kBlockN, kHeadDim]
+    T *sK = sQ + kBlockM * kHeadDim;      // K_j  [2][kBlockN, kHeadDim], buffer b at + 2 b kBlockN rows
+    T *sV = sK + kBlockN * kHeadDim;      // V_j  [2][kBlockN, kHeadDim], interleaved with K
+    constexpr uint32_t kBufBytes = 2 * kBlockN * kHeadDim * sizeof(T);
     const uint32_t sQ_u32 = smem_u32(sQ), sK_u32 = smem_u32(sK), sV_u32 = smem_u32(sV);
 
     /* Causal query tiles further down have more keys to visit: launch those first so that the
@@ -210,19 +213,24 @@ flash_fwd_kernel(const flash_problem p) {
 
     const CopyPlan<kHeadDim, kBlockM, kNThreads> q_plan = make_copy_plan<kHeadDim, kBlockM, kNThreads>(q_row_stride, sizeof(T));
     const CopyPlan<kHeadDim, kBlockN, kNThreads> kv_plan = make_copy_plan<kHeadDim, kBlockN, kNThreads>(kv_row_stride, sizeof(T));
-    /* sQ, sK and sV are one [kBlockM + 2 kBlockN, kHeadDim] array, and kBlockM, kBlockN are
+    /* sQ, sK and sV are one [kBlockM + 4 kBlockN, kHeadDim] array, and kBlockM, kBlockN are
      * multiples of 8: V's rows continue Q's with the same swizzle, so V is addressed from Q's
-     * bases at row offset kVRow0, which saves four registers. */
+     * bases at row offset kVRow0 (+ the buffer's rows), which saves four registers. */
     constexpr int kVRow0 = kBlockM + kBlockN;
     const LdsmBases<kHeadDim> q_bases = ldsm_bases_a<kHeadDim>(sQ_u32, lane);
     const LdsmBases<kHeadDim> k_bases = ldsm_bases_b<kHeadDim>(sK_u32, lane);
 
-    /* Q_i is loaded once, the last K tile behind it; the first wait of the loop covers both. */
+    /* Q_i is loaded once, the last K and V tiles behind it; the first wait of the loop covers all. */
     load_tile<T, kHeadDim, kBlockM, kNThreads>(sQ_u32, q + row0 * q_row_stride, q_plan, q_row_stride, p.seqlen_q - row0);
     cp_async_commit();
-    if (n_blocks > 0)
-        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32, k + (int64_t)(n_blocks - 1) * kBlockN * kv_row_stride, kv_plan,
-                                                   kv_row_stride, p.seqlen_k - (n_blocks - 1) * kBlockN);
+    if (n_blocks > 0) {
+        const int col_last = (n_blocks - 1) * kBlockN;
+        const uint32_t buf = ((n_blocks - 1) & 1) * kBufBytes;
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + buf, k + col_last * kv_row_stride, kv_plan, kv_row_stride,
+                                                   p.seqlen_k - col_last);
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + buf, v + col_last * kv_row_stride, kv_plan, kv_row_stride,
+                                                   p.seqlen_k - col_last);
+    }
     cp_async_commit();
 
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
@@ -245,19 +253,26 @@ flash_fwd_kernel(const flash_problem p) {
 
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
         const int col0 = n_block * kBlockN;
-        /* K_j (and Q_i, the first time) must have landed before any warp reads it: wait_group
+        /* Tile j (and Q_i, the first time) must have landed before any warp reads it: wait_group
          * covers this thread's own copies, the barrier everybody else's. The barrier also means
-         * every warp is done with P V_{j+1}, so sV may be overwritten now: V_j starts to load
-         * behind Q K_j^T. */
+         * every warp is done with tile j + 1, so its buffer takes tile j - 1 now, a whole
+         * iteration ahead of its use. */
         cp_async_wait<0>();
         __syncthreads();
-        load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32, v + col0 * kv_row_stride, kv_plan, kv_row_stride, p.seqlen_k - col0);
+        if (n_block > 0) {
+            const uint32_t next = ((n_block - 1) & 1) * kBufBytes;
+            load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + next, k + (col0 - kBlockN) * kv_row_stride, kv_plan,
+                                                       kv_row_stride, kBlockN);
+            load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + next, v + (col0 - kBlockN) * kv_row_stride, kv_plan,
+                                                       kv_row_stride, kBlockN);
+        }
         cp_async_commit();
+        const int buf_rows = (n_block & 1) * 2 * kBlockN;  // this tile's buffer, in smem rows
 
         /* S = Q_i K_j^T: [kRowsPerWarp, kBlockN] per warp, as kMTiles x kNTilesS accumulator
-         * tiles. Each ldmatrix.x4 of K (two n8 tiles) feeds the mma of every m-tile. The loads run
-         * one step ahead of the mma: step i = (k-slice kk, n8 pair np); the Q fragments of slice
-         * kk + 1 are fetched with the last K fragment of slice kk. */
+         * tiles. Each ldmatrix.x4 of K (two n8 tiles) feeds the mma of every m-tile. The K loads
+         * run one step ahead of the mma: step i = (k-slice kk, n8 pair np); the Q fragments of
+         * slice kk + 1 are fetched right after the last mma of slice kk. */
         float acc_s[kMTiles][kNTilesS][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -267,24 +282,25 @@ flash_fwd_kernel(const flash_problem p) {
                 for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
         {
             constexpr int kPairs = kNTilesS / 2, kSteps = kKSteps * kPairs;
-            uint32_t q_frag[2][kMTiles][4], k_frag[2][4];
+            uint32_t q_frag[kMTiles][4], k_frag[2][4];
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[0][mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, 0));
-            ldmatrix_x4(k_frag[0], ldsm_at<kHeadDim>(k_bases, 0, 0));
+            for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, 0));
+            ldmatrix_x4(k_frag[0], ldsm_at<kHeadDim>(k_bases, buf_rows, 0));
 #pragma unroll
             for (int i = 0; i < kSteps; ++i) {
                 const int kk = i / kPairs, np = i % kPairs;
                 if (i + 1 < kSteps)
-                    ldmatrix_x4(k_frag[(i + 1) % 2], ldsm_at<kHeadDim>(k_bases, ((i + 1) % kPairs) * 16, ((i + 1) / kPairs) * 16));
+                    ldmatrix_x4(k_frag[(i + 1) % 2], ldsm_at<kHeadDim>(k_bases, buf_rows + ((i + 1) % kPairs) * 16, ((i + 1) / kPairs) * 16));
+#pragma unroll
+                for (int mt = 0; mt < kMTiles; ++mt) {
+                    mma_m16n8k16(acc_s[mt][2 * np], q_frag[mt], &k_frag[i % 2][0], T());
+                    mma_m16n8k16(acc_s[mt][2 * np + 1], q_frag[mt], &k_frag[i % 2][2], T());
+                }
+                /* The mma above have read q_frag: refill it with the next k-slice. */
                 if (np == kPairs - 1 && kk + 1 < kKSteps)
 #pragma unroll
                     for (int mt = 0; mt < kMTiles; ++mt)
-                        ldmatrix_x4(q_frag[(kk + 1) % 2][mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, (kk + 1) * 16));
-#pragma unroll
-                for (int mt = 0; mt < kMTiles; ++mt) {
-                    mma_m16n8k16(acc_s[mt][2 * np], q_frag[kk % 2][mt], &k_frag[i % 2][0], T());
-                    mma_m16n8k16(acc_s[mt][2 * np + 1], q_frag[kk % 2][mt], &k_frag[i % 2][2], T());
-                }
+                        ldmatrix_x4(q_frag[mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, (kk + 1) * 16));
             }
         }
 
@@ -305,6 +321,7 @@ flash_fwd_kernel(const flash_problem p) {
         /* Online softmax, FlashAttention-2 form. A row's kBlockN scores are spread over the 4 lanes
          * of a quad (lanes 4g .. 4g+3); the max must agree across the quad every tile (all four
          * lanes subtract the same m), the sum need not until the end. */
+        float alpha[kMTiles][2];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
             float m_tile[2] = {-INFINITY, -INFINITY};
@@ -312,7 +329,7 @@ flash_fwd_kernel(const flash_problem p) {
             for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) m_tile[e >> 1] = fmaxf(m_tile[e >> 1], acc_s[mt][nt][e]);
-            float alpha[2], m_scaled[2];
+            float m_scaled[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
@@ -321,7 +338,7 @@ flash_fwd_kernel(const flash_problem p) {
                 /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
                  * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0. */
                 m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
-                alpha[h] = fast_exp2(m[mt][h] * scale_log2 - m_scaled[h]);
+                alpha[mt][h] = fast_exp2(m[mt][h] * scale_log2 - m_scaled[h]);
                 m[mt][h] = m_new;
             }
             float p_sum[2] = {0.0f, 0.0f};
@@ -332,28 +349,26 @@ flash_fwd_kernel(const flash_problem p) {
                     acc_s[mt][nt][e] = fast_exp2(acc_s[mt][nt][e] * scale_log2 - m_scaled[e >> 1]);
                     p_sum[e >> 1] += acc_s[mt][nt][e];
                 }
-            /* On the first tile O and l are still zero: there is nothing to rescale. */
-            if (n_block == n_blocks - 1) {
+            /* On the first tile l is still zero: it is just this tile's sum. */
 #pragma unroll
-                for (int h = 0; h < 2; ++h) l[mt][h] = p_sum[h];
-            } else {
+            for (int h = 0; h < 2; ++h) l[mt][h] = (n_block == n_blocks - 1) ? p_sum[h] : l[mt][h] * alpha[mt][h] + p_sum[h];
+        }
+        /* Rescaling O costs one FMUL per accumulator (as many as the mma of a 64-key tile have
+         * outputs). It is needed only when some row's max moved: alpha is then exactly 1.0f for
+         * every row (2^(x - x) = 1), so a warp whose rows all kept their max skips it, with
+         * bit-identical results. With the first tile visited, O is zero anyway. Once a row has
+         * seen a few hundred keys its max rarely moves, so most tiles skip. */
+        bool moved = false;
 #pragma unroll
-                for (int h = 0; h < 2; ++h) l[mt][h] = l[mt][h] * alpha[h] + p_sum[h];
+        for (int mt = 0; mt < kMTiles; ++mt) moved |= (alpha[mt][0] != 1.0f) | (alpha[mt][1] != 1.0f);
+        if (n_block != n_blocks - 1 && __any_sync(0xffffffffu, moved)) {
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < kNTilesO; ++nt)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] *= alpha[e >> 1];
-            }
+                    for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] *= alpha[mt][e >> 1];
         }
-
-        /* V_j must have landed. The barrier also means every warp is done reading K_j, so K_{j-1}
-         * can start to load behind P V_j. The last iteration commits an empty group, which keeps
-         * the wait_group count uniform. */
-        cp_async_wait<0>();
-        __syncthreads();
-        if (n_block > 0)
-            load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32, k + (col0 - kBlockN) * kv_row_stride, kv_plan, kv_row_stride, kBlockN);
-        cp_async_commit();
 
         /* O += P V_j. The accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows
          * g and g+8 in exactly the places the A fragment of a k16 slice wants them, so P is just
@@ -363,12 +378,12 @@ flash_fwd_kernel(const flash_problem p) {
         {
             constexpr int kPairs = kNTilesO / 2, kSteps = kKStepsPV * kPairs;
             uint32_t v_frag[2][4], p_frag[kMTiles][4];
-            ldmatrix_x4_trans(v_frag[0], ldsm_at<kHeadDim>(q_bases, kVRow0, 0));
+            ldmatrix_x4_trans(v_frag[0], ldsm_at<kHeadDim>(q_bases, kVRow0 + buf_rows, 0));
 #pragma unroll
             for (int i = 0; i < kSteps; ++i) {
                 const int kk = i / kPairs, np = i % kPairs;
                 if (i + 1 < kSteps)
-                    ldmatrix_x4_trans(v_frag[(i + 1) % 2], ldsm_at<kHeadDim>(q_bases, kVRow0 + ((i + 1) / kPairs) * 16, ((i + 1) % kPairs) * 16));
+                    ldmatrix_x4_trans(v_frag[(i + 1) % 2], ldsm_at<kHeadDim>(q_bases, kVRow0 + buf_rows + ((i + 1) / kPairs) * 16, ((i + 1) % kPairs) * 16));
                 if (np == 0)
 #pragma unroll
                     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -398,7 +413,10 @@ flash_fwd_kernel(const flash_problem p) {
             inv_l[mt][h] = (l[mt][h] > 0.0f) ? 1.0f / l[mt][h] : 0.0f;
         }
     /* Stage this warp's rows of O in sQ: the warp only ever read its own rows of Q_i, and its last
-     * read of them (the last Q K^T) is behind it, so no other warp can still need them. */
+     * read of them (the last Q K^T) is behind it, so no other warp can still need them. A block
+     * with no K/V tile at all (causal, seqlen_q > seqlen_k) never waited for its Q copy: wait for
+     * it here, or it could land on top of the zeros staged below. */
+    cp_async_wait<0>();
     T *sO = sQ;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
@@ -437,7 +455,7 @@ flash_fwd_kernel(const flash_problem p) {
 template <typename T, int kHeadDim>
 static int launch(const flash_problem *p, cudaStream_t stream) {
     constexpr int kBlockM = Tile<kHeadDim>::kBlockM, kBlockN = Tile<kHeadDim>::kBlockN;
-    constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kHeadDim * (int)sizeof(T);
+    constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * kHeadDim * (int)sizeof(T);
     /* Above 48 KiB a block must opt in to dynamic shared memory; once per instantiation and
      * device is enough, but the call is cheap next to a launch, and doing it every time keeps
      * the function correct when the caller switches devices. */

@@ -2,15 +2,17 @@
 # compute-sanitizer on small problems (tails, seqlen_q != seqlen_k, causal, GQA), every stage:
 # memcheck (out-of-bounds and misaligned accesses), racecheck (shared-memory hazards: a missing
 # barrier), synccheck (barriers in divergent code). Needs a GPU; usage: test_sanitizer.sh BINARY
+# SANITIZER_TOOLS picks the tools (default "memcheck racecheck synccheck"; make sanitize adds initcheck).
 set -u
 BIN=${1:-build/allstages}
+TOOLS=${SANITIZER_TOOLS:-memcheck racecheck synccheck}
 if ! command -v compute-sanitizer >/dev/null 2>&1; then
     echo "SKIP: compute-sanitizer not found"; exit 0
 fi
 # Small enough for racecheck, large enough for several K/V tiles, a Q tail and a K tail.
 PROBLEM="--batch 1 --seqlen-q 150 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 1 --warmup 0 --iters 1"
 for stage in $("$BIN" --list-stages 2>/dev/null || echo 1 2 3 4 5 6 7 8); do
-    for tool in memcheck racecheck synccheck; do
+    for tool in $TOOLS; do
         for d in 64 128; do
             log=$(mktemp)
             if compute-sanitizer --tool "$tool" --error-exitcode 9 "$BIN" --stage "$stage" $PROBLEM --head-dim "$d" >"$log" 2>&1; then

@@ -12,8 +12,8 @@ T=build/tune
 mkdir -p "$T"
 rm -f "$T/results.csv"
 
-CANDIDATES_D128=${CANDIDATES_D128:-"128,32,4,2 128,64,4,2 128,64,8,1 128,32,8,1 64,64,4,2 64,32,4,2 64,64,4,3"}
-CANDIDATES_D64=${CANDIDATES_D64:-"128,64,4,2 128,32,4,2 128,128,4,2 64,64,4,2 64,64,4,3 128,64,8,1 128,128,8,1"}
+CANDIDATES_D128=${CANDIDATES_D128:-"128,32,4,2 128,64,4,2 64,64,4,2 64,64,4,3 128,64,8,1 64,32,4,3"}
+CANDIDATES_D64=${CANDIDATES_D64:-"128,64,4,2 128,32,4,2 64,64,4,2 64,64,4,3 64,128,4,2"}
 
 harness_objs=$(ls build/harness/*.o) || { echo "run make all first"; exit 2; }
 
@@ -56,7 +56,7 @@ for d in 128 64; do
                 || { echo "tune: d$d $shape causal=$causal failed: $(tail -2 "$T/log_${d}_${shape}_$causal.txt")"; continue; }
             tf=$(tail -n 1 "$T/results_$d.csv" | awk -F, '{print $(NF-5)}')
             ck=$(tail -n 1 "$T/results_$d.csv" | awk -F, '{print $(NF-2)}')
-            echo "$d,$causal,\"$shape\",$tf,$ck" >>"$T/results.csv"
+            echo "$d;$causal;$shape;$tf;$ck" >>"$T/results.csv"
             printf 'd=%-3s causal=%s  %-12s  %8s TFLOP/s  %s\n' "$d" "$causal" "$shape" "$tf" "$ck"
         done
     done
@@ -64,4 +64,4 @@ done
 
 echo
 echo "winners (head_dim, causal -> kBlockM,kBlockN,kNWarps,kMinBlocks):"
-sort -t, -k1,1n -k2,2n -k4,4gr "$T/results.csv" | awk -F, '$5 == "pass" && !seen[$1","$2]++ {print "  d=" $1 " causal=" $2 " -> " $3 "  " $4 " TFLOP/s"}' | tee "$T/winners.txt"
+sort -t";" -k1,1n -k2,2n -k4,4gr "$T/results.csv" | awk -F";" '$5 == "pass" && !seen[$1","$2]++ {print "  d=" $1 " causal=" $2 " -> " $3 "  " $4 " TFLOP/s"}' | tee "$T/winners.txt"

@@ -1,0 +1,80 @@
+# Shared definition of "stage NN must have / must not have": sourced by tests/test_instructions.sh
+# (every stage of the tree) and tests/grade.sh (one student's file in place of a stage), so that
+# the instruction checks and the grader can never disagree.
+#
+#   stage_ptx_checks  NN LABEL PTX    the technique's PTX instructions (PTX from nvcc -arch=compute_80 -ptx)
+#   stage_sass_checks NN LABEL SASS   the same in SASS (cuobjdump -sass -arch sm_90), where cuobjdump exists
+#   stage_spill_check LABEL INFO      ptxas -v output INFO: no spill, no stack frame
+#
+# Each check prints "PASS: LABEL has ..." or "FAIL: LABEL has ...: why" through ok/bad, which a
+# caller may redefine after sourcing (the grader also counts the failures).
+
+ok()   { echo "PASS: $1"; }
+bad()  { echo "FAIL: $1: $2"; }
+has()  { grep -qE -- "$2" "$1"; }
+# want LABEL FILE DESCRIPTION REGEX: the instruction must be there
+want()   { if has "$2" "$4"; then ok "$1 has $3"; else bad "$1 has $3" "no match for /$4/ in $2"; fi; }
+# unwanted LABEL FILE DESCRIPTION REGEX: the instruction must not be there yet
+unwanted() { if has "$2" "$4"; then bad "$1 has no $3" "found /$4/ in $2"; else ok "$1 has no $3"; fi; }
+
+MMA='mma\.sync\.aligned\.m16n8k16'
+LDSM='ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16'
+LDSM_T='ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16'
+CPASYNC='cp\.async\.cg\.shared\.global'
+
+# stage_ptx_checks NN LABEL PTX
+stage_ptx_checks() {
+    local nn=$1 dir=$2 ptx=$3
+    case $nn in
+    01) unwanted "$dir" "$ptx" "tensor-core mma" "$MMA|wmma"
+        unwanted "$dir" "$ptx" "ldmatrix" "ldmatrix"
+        unwanted "$dir" "$ptx" "cp.async" "cp\.async" ;;
+    02) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA"
+        unwanted "$dir" "$ptx" "ldmatrix" "ldmatrix"
+        unwanted "$dir" "$ptx" "cp.async" "cp\.async" ;;
+    03) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA"
+        want "$dir" "$ptx" "ldmatrix.x4" "$LDSM"
+        want "$dir" "$ptx" "ldmatrix.x4.trans" "$LDSM_T"
+        unwanted "$dir" "$ptx" "cp.async" "cp\.async" ;;
+    04) want "$dir" "$ptx" "cp.async.cg 16 B" "$CPASYNC.*16"
+        want "$dir" "$ptx" "cp.async.wait_group" "cp\.async\.wait_group"
+        want "$dir" "$ptx" "16-byte vector global stores" "st\.global\.v4"
+        unwanted "$dir" "$ptx" "swizzle xor" "xor\.b32" ;;
+    05) want "$dir" "$ptx" "swizzle xor" "xor\.b32"
+        want "$dir" "$ptx" "cp.async.cg 16 B" "$CPASYNC"
+        unwanted "$dir" "$ptx" "split wait (wait_group 1)" "cp\.async\.wait_group 1;" ;;
+    06) want "$dir" "$ptx" "split wait (wait_group 1)" "cp\.async\.wait_group 1;"
+        want "$dir" "$ptx" "expf range reduction (textbook softmax)" "fma\.rm\.f32" ;;
+    07) want "$dir" "$ptx" "ex2.approx" "ex2\.approx"
+        unwanted "$dir" "$ptx" "expf range reduction" "fma\.rm\.f32" ;;
+    08) want "$dir" "$ptx" "dynamic shared memory" "\.extern \.shared"
+        want "$dir" "$ptx" "ex2.approx" "ex2\.approx"
+        unwanted "$dir" "$ptx" "expf range reduction" "fma\.rm\.f32" ;;
+    esac
+    case $nn in 04|05|06|07|08) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA" ;; esac
+    case $nn in 05|06|07|08) want "$dir" "$ptx" "ldmatrix.x4.trans" "$LDSM_T"; want "$dir" "$ptx" "cp.async.cg" "$CPASYNC" ;; esac
+}
+
+# stage_sass_checks NN LABEL SASS
+stage_sass_checks() {
+    local nn=$1 label=$2 sass=$3
+    case $nn in
+    01) unwanted "$label" "$sass" "HMMA" "HMMA" ;;
+    02) want "$label" "$sass" "HMMA.16816" "HMMA\.16816"; unwanted "$label" "$sass" "LDSM" "LDSM" ;;
+    03) want "$label" "$sass" "LDSM" "LDSM"; want "$label" "$sass" "LDSM.16.MT88" "LDSM\.16\.MT88"; unwanted "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+    04|05|06) want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+    07|08) want "$label" "$sass" "MUFU.EX2" "MUFU\.EX2"; want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+    esac
+}
+
+# stage_spill_check LABEL INFO: every kernel of the object, every arch: no spill, no stack frame.
+stage_spill_check() {
+    local label=$1 info=$2
+    if [ ! -s "$info" ]; then
+        bad "$label no spills" "$info missing (run make all first)"
+    elif grep -E 'spill (stores|loads)|stack frame' "$info" | grep -qvE '^ *0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads'; then
+        bad "$label no spills" "$(grep -E 'bytes (stack|spill)' "$info" | grep -v '^ *0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads' | head -2)"
+    else
+        ok "$label no spills ($(grep -c 'Compiling entry' "$info") kernels, $(grep -o 'Used [0-9]* registers' "$info" | sort -u | tr '\n' ' '))"
+    fi
+}
