@@ -101,3 +101,4 @@ plot:
 
 clean:
 	rm -rf $(BUILD) run
+include mk/tools.mk

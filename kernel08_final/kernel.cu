@@ -6,26 +6,29 @@
  *            - 32 query rows per warp (two m16 tiles) instead of 16: every K and V fragment that
  *              ldmatrix brings in now feeds two mma instead of one. With 16 rows per warp each
  *              warp reads the whole K_j and V_j tile from shared memory for 16 rows, and shared
- *              memory bandwidth (128 B per clock per SM) caps the kernel near 430 TFLOP/s on an
- *              H200; 32 rows halve that traffic per FLOP. Q no longer fits in registers next to
- *              two rows of accumulators, so its fragments are re-read from shared memory per
- *              k-slice (a quarter of the traffic K and V cost);
- *            - tiles and warps per head_dim (Tile<> below, chosen by `make tune`): 128 x 64 with
- *              4 warps, two blocks per SM, so that the two blocks sharing a scheduler run their
- *              softmax and their mma out of phase;
+ *              memory bandwidth (128 B per clock per SM) caps that design near 430 TFLOP/s on an
+ *              H200; 32 rows halve the traffic per FLOP. Q no longer fits in registers next to
+ *              two m-tiles of accumulators, so its fragments are re-read per k-slice;
+ *            - tiles per head_dim (Tile<> below, chosen with `make tune`): 128 query rows and 4
+ *              warps, two blocks per SM; 32 keys per tile for d128 and 64 for d64, the widest
+ *              that fit 255 registers without a spill;
+ *            - two K/V buffers: tile j - 1 is copied during all of tile j's math, and one barrier
+ *              per tile replaces the two of stage 07;
  *            - shared memory above 48 KiB (dynamic, cudaFuncSetAttribute), registers capped with
  *              __launch_bounds__ and no spills;
  *            - K/V tiles visited last to first: the tiles that need a mask (the sequence tail, the
  *              causal diagonal) come first, and every later tile skips the mask test; tiles wholly
  *              above the causal diagonal are never visited; heavy causal query tiles start first;
- *            - instruction count: every ldmatrix address is a per-lane base plus a compile-time
- *              immediate (the swizzle XOR of a lane is fixed, so it is folded into four bases),
- *              the cp.async offsets are computed once, the row bookkeeping leaves the loop.
+ *            - instruction count: every ldmatrix address is a per-lane base plus an immediate (the
+ *              swizzle XOR of a lane is fixed, so it is folded into four bases), the cp.async
+ *              offsets are one base plus constant steps, computed once.
  * Changed:   Tile<kHeadDim> replaces the fixed 64 x 64 x 4 warps; each per-row quantity gains an
- *            m-tile index; Q fragments are loaded per k-slice; shared memory is dynamic; the main
- *            loop runs n_block downwards with a masked / unmasked split; addresses are hoisted.
- * Bottleneck: the mma.sync issue rate and the softmax between the two products; what is left
- *            needs Hopper's wgmma and TMA (docs/08_final.md).
+ *            m-tile index; Q fragments are loaded per k-slice; K/V are double-buffered with one
+ *            barrier per tile; shared memory is dynamic; the main loop runs n_block downwards with
+ *            a masked / unmasked split; addresses are hoisted out of the loop.
+ * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
+ *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
+ *            (docs/08_final.md).
  * Measured:  H200, B16 H16 S4096 D128 bf16: see docs/08_final.md and plots/.
  * Run:       make kernel08 && ./run
  */
@@ -353,15 +356,8 @@ flash_fwd_kernel(const flash_problem p) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) l[mt][h] = (n_block == n_blocks - 1) ? p_sum[h] : l[mt][h] * alpha[mt][h] + p_sum[h];
         }
-        /* Rescaling O costs one FMUL per accumulator (as many as the mma of a 64-key tile have
-         * outputs). It is needed only when some row's max moved: alpha is then exactly 1.0f for
-         * every row (2^(x - x) = 1), so a warp whose rows all kept their max skips it, with
-         * bit-identical results. With the first tile visited, O is zero anyway. Once a row has
-         * seen a few hundred keys its max rarely moves, so most tiles skip. */
-        bool moved = false;
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) moved |= (alpha[mt][0] != 1.0f) | (alpha[mt][1] != 1.0f);
-        if (n_block != n_blocks - 1 && __any_sync(0xffffffffu, moved)) {
+        /* On the first tile O is zero: there is nothing to rescale. */
+        if (n_block != n_blocks - 1) {
 #pragma unroll
             for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll

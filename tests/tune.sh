@@ -12,8 +12,8 @@ T=build/tune
 mkdir -p "$T"
 rm -f "$T/results.csv"
 
-CANDIDATES_D128=${CANDIDATES_D128:-"128,32,4,2 128,64,4,2 64,64,4,2 64,64,4,3 128,64,8,1 64,32,4,3"}
-CANDIDATES_D64=${CANDIDATES_D64:-"128,64,4,2 128,32,4,2 64,64,4,2 64,64,4,3 64,128,4,2"}
+CANDIDATES_D128=${CANDIDATES_D128:-"128,32,4,2 128,48,4,2 128,64,4,2 64,64,4,2 64,32,4,3 128,64,8,1"}
+CANDIDATES_D64=${CANDIDATES_D64:-"128,64,4,2 128,48,4,2 128,96,4,2 128,32,4,2 64,64,4,2 64,64,4,3"}
 
 harness_objs=$(ls build/harness/*.o) || { echo "run make all first"; exit 2; }
 

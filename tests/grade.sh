@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# The grader of docs/assignments.md: `make grade K=05 SRC=path/to/student.cu` runs
+#   tests/grade.sh 05 path/to/student.cu
+# with NVCC, ARCH, NVFLAGS, LDLIBS, BUILD, LINK_OBJS (harness + API objects) and PREV_OBJ (the real
+# previous stage's object) from the Makefile. It builds the student's file in place of stage NN under
+# build/grade/kNN/ (the stage's own files and objects are never touched), then:
+#   1. build      the file compiles with the stages' flags and exports flash_forward_kernelNN
+#   2. instructions  the PTX/SASS checks of tests/stage_checks.sh for stage NN (the same ones as
+#                 tests/test_instructions.sh), and ptxas reports no spills
+#   3. matrix     the 256-case GPU correctness matrix (build/allstages --matrix) on the student's kernel
+#   4. racecheck  compute-sanitizer racecheck on a small problem (tails, causal, GQA), d64 and d128
+#   5. timing     the headline problem (B16 H16 S4096 D128 bf16, checked), student vs the real previous
+#                 stage, GRADE_ROUNDS alternating rounds, best median of each: the student must be faster
+# and ends with "GRADE: PASS" (exit 0) or "GRADE: FAIL" and one "  - [reason] ..." line per failure
+# (exit 1). Without a GPU, steps 3-5 are skipped: a failure of 1-2 is still a FAIL (exit 1);
+# otherwise "GRADE: NOT GRADED" (exit 2), since correctness and speed were not checked.
+# Environment: GRADE_ROUNDS (default 2), GRADE_MARGIN_PCT (the student's median must be below the
+# previous stage's by this many percent; default 0), GRADE_TOOLS (sanitizer tools; default racecheck).
+set -u
+cd "$(dirname "$0")/.."
+NN=${1:-}
+SRC=${2:-}
+NVCC=${NVCC:-nvcc}
+ARCH=${ARCH:--gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90}
+NVFLAGS=${NVFLAGS:--O3 -std=c++17 $ARCH -Icommon -Xcompiler -fPIC -Xptxas -warn-spills --expt-relaxed-constexpr}
+LDLIBS=${LDLIBS:--lcudart -lm}
+BUILD=${BUILD:-build}
+LINK_OBJS=${LINK_OBJS:-}
+PREV_OBJ=${PREV_OBJ:-}
+ROUNDS=${GRADE_ROUNDS:-2}
+MARGIN=${GRADE_MARGIN_PCT:-0}
+TOOLS=${GRADE_TOOLS:-racecheck}
+
+case $NN in 0[1-8]) ;; *) echo "usage: tests/grade.sh NN student.cu (NN: 01..08)" >&2; exit 2 ;; esac
+[ -f "$SRC" ] || { echo "grade: student file '$SRC' not found" >&2; exit 2; }
+N=${NN#0}
+PREV=""; [ "$N" -gt 1 ] && PREV=0$((N - 1))
+STAGE_NAME=$(basename "$(ls -d kernel${NN}_*/ 2>/dev/null | head -1)")
+OUT=$BUILD/grade/k$NN
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+. tests/stage_checks.sh
+reasons=()
+nfail=0
+bad() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
+reason() { reasons+=("$1"); }
+section() { echo; echo "== $*"; }
+
+echo "grade: stage $NN ($STAGE_NAME), student file $SRC"
+echo "       work dir $OUT (the stage's own kernel.cu and build/kernel$NN.o are not used)"
+
+# -- 1. build -----------------------------------------------------------------------------------
+section "build: $NVCC \$NVFLAGS -Xptxas -v -c $SRC"
+built=0
+# shellcheck disable=SC2086
+if $NVCC $NVFLAGS -Xptxas -v -c "$SRC" -o "$OUT/kernel.o" 2>"$OUT/ptxas.txt"; then
+    echo "PASS: builds"
+    built=1
+    grep -E 'warning|error' "$OUT/ptxas.txt" | head -5
+else
+    grep -vE '^ptxas info|^ +[0-9]+ bytes stack' "$OUT/ptxas.txt" | head -20
+    echo "FAIL: builds: nvcc failed (log: $OUT/ptxas.txt)"
+    reason "[build] the file does not compile (see $OUT/ptxas.txt)"
+fi
+
+linked=0
+if [ "$built" = 1 ]; then
+    syms=$(nm -g --defined-only "$OUT/kernel.o" 2>/dev/null | awk '{ print $3 }' | grep -E '^flash_forward_kernel[0-9]+$' | tr '\n' ' ')
+    if ! echo " $syms" | grep -q " flash_forward_kernel$NN "; then
+        echo "FAIL: exports flash_forward_kernel$NN: it exports: ${syms:-no flash_forward_kernelNN at all}"
+        reason "[symbol] the file must define extern \"C\" int flash_forward_kernel$NN(const flash_problem *, cudaStream_t) (found: ${syms:-none})"
+    elif [ "$(echo "$syms" | wc -w)" -ne 1 ]; then
+        echo "FAIL: exports only flash_forward_kernel$NN: it exports: $syms"
+        reason "[symbol] the file must define flash_forward_kernel$NN and no other stage's entry point (found: $syms)"
+    else
+        echo "PASS: exports flash_forward_kernel$NN"
+        # The grading binary: the student's stage NN plus the real previous stage, for the timing.
+        # shellcheck disable=SC2086
+        if $NVCC $ARCH "$OUT/kernel.o" $PREV_OBJ $LINK_OBJS -o "$OUT/grade" $LDLIBS 2>"$OUT/link.txt"; then
+            echo "PASS: links ($OUT/grade: student stage $NN${PREV:+ + real stage $PREV})"
+            linked=1
+        else
+            head -5 "$OUT/link.txt"
+            echo "FAIL: links: see $OUT/link.txt"
+            reason "[build] linking with the harness failed (see $OUT/link.txt)"
+        fi
+    fi
+fi
+
+# -- 2. instruction checks (shared with tests/test_instructions.sh) ------------------------------
+section "instructions: what stage $NN must have and must not have yet (tests/stage_checks.sh)"
+before=$nfail
+if "$NVCC" -std=c++17 -Icommon -arch=compute_80 -ptx "$SRC" -o "$OUT/kernel.ptx" 2>"$OUT/ptx.err"; then
+    stage_ptx_checks "$NN" "student kernel$NN" "$OUT/kernel.ptx"
+else
+    bad "student kernel$NN PTX" "$(head -3 "$OUT/ptx.err")"
+fi
+[ "$built" = 1 ] && stage_spill_check "student kernel$NN" "$OUT/ptxas.txt"
+if [ "$built" = 1 ] && command -v cuobjdump >/dev/null 2>&1; then
+    arch=$(cuobjdump --list-elf "$OUT/kernel.o" 2>/dev/null | grep -o 'sm_[0-9a-z]*' | sort -u | grep -x sm_90 ||
+           cuobjdump --list-elf "$OUT/kernel.o" 2>/dev/null | grep -o 'sm_[0-9a-z]*' | head -1)
+    cuobjdump -sass -arch "$arch" "$OUT/kernel.o" >"$OUT/kernel.sass" 2>/dev/null
+    stage_sass_checks "$NN" "student kernel$NN SASS ($arch)" "$OUT/kernel.sass"
+else
+    echo "SKIP: SASS checks: cuobjdump not found (the PTX checks above still ran)"
+fi
+if [ "$nfail" -gt "$before" ]; then
+    reason "[instructions] $((nfail - before)) instruction check(s) failed: stage $NN's technique is missing, a later stage's is present, or ptxas spills (see the FAIL lines above)"
+fi
+
+# -- 3-5. the GPU part ----------------------------------------------------------------------------
+gpu=0
+if [ "$linked" = 1 ] && "$OUT/grade" --gpu-slug >/dev/null 2>&1; then gpu=1; fi
+skipped=""
+if [ "$gpu" = 0 ]; then
+    section "GPU: skipped"
+    if [ "$linked" = 1 ]; then
+        skipped="no CUDA device answers here"
+    else
+        skipped="the file did not build and link"
+    fi
+    echo "SKIP: correctness matrix, racecheck, timing against stage ${PREV:-(none)}: $skipped"
+else
+    section "matrix: $OUT/grade --stage $N --matrix"
+    "$OUT/grade" --stage "$N" --matrix >"$OUT/matrix.log" 2>&1
+    rc=$?
+    grep -m 10 '^FAIL' "$OUT/matrix.log"
+    summary=$(grep -m1 '^matrix ' "$OUT/matrix.log")
+    echo "${summary:-(no summary line; exit status $rc)}"
+    if [ "$rc" -eq 0 ] && [ -n "$summary" ]; then
+        echo "PASS: correctness matrix"
+    else
+        echo "FAIL: correctness matrix (log: $OUT/matrix.log)"
+        reason "[matrix] correctness matrix failed: ${summary:-exit status $rc, $(tail -1 "$OUT/matrix.log")} (first failing cases in $OUT/matrix.log)"
+    fi
+
+    section "sanitizer: compute-sanitizer --tool $TOOLS on a small problem"
+    if ! command -v compute-sanitizer >/dev/null 2>&1; then
+        echo "SKIP: compute-sanitizer not found: racecheck not run"
+    else
+        PROBLEM="--batch 1 --seqlen-q 150 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 1 --no-check --warmup 0 --iters 1"
+        for tool in $TOOLS; do
+            for d in 64 128; do
+                log=$OUT/$tool.d$d.log
+                # shellcheck disable=SC2086
+                compute-sanitizer --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $PROBLEM --head-dim "$d" >"$log" 2>&1
+                rc=$?
+                if [ "$rc" -eq 0 ]; then
+                    echo "PASS: $tool d$d"
+                else
+                    what=$(grep -m1 -E 'SUMMARY' "$log")
+                    [ -n "$what" ] || what="exit status $rc: $(grep -m1 -E 'Error|error|hazard' "$log")"
+                    grep -m3 -E '^========= (Error|Warning)' "$log"
+                    echo "FAIL: $tool d$d: $what (log: $log)"
+                    if [ "$tool" = racecheck ]; then
+                        reason "[racecheck] compute-sanitizer racecheck, head_dim $d: $what: a shared-memory hazard, most likely a missing __syncthreads() (log: $log)"
+                    else
+                        reason "[$tool] compute-sanitizer $tool, head_dim $d: $what (log: $log)"
+                    fi
+                fi
+            done
+        done
+    fi
+
+    if [ -z "$PREV" ]; then
+        section "timing: skipped (stage 01 has no previous stage to beat)"
+    else
+        section "timing: headline problem, student stage $NN vs real stage $PREV, $ROUNDS round(s), best median of each"
+        csv=$OUT/timing.csv
+        rm -f "$csv"
+        timing_ok=1
+        for r in $(seq 1 "$ROUNDS"); do
+            for s in $((N - 1)) "$N"; do
+                "$OUT/grade" --stage "$s" --csv "$csv" >"$OUT/timing.s$s.r$r.log" 2>&1
+                rc=$?
+                tail -1 "$OUT/timing.s$s.r$r.log"
+                if [ "$rc" -ne 0 ]; then
+                    timing_ok=0
+                    if [ "$s" = "$N" ]; then
+                        reason "[timing] the student's kernel failed on the headline problem (exit $rc; log: $OUT/timing.s$s.r$r.log)"
+                    else
+                        reason "[timing] the reference stage $PREV failed on the headline problem (exit $rc): the grading setup is broken, not the student's file"
+                    fi
+                fi
+            done
+            [ "$timing_ok" = 1 ] || break
+        done
+        if [ "$timing_ok" = 1 ]; then
+            # CSV columns: 2 kernel, 13 ms_median, 15 tflops, 18 check; keep each stage's best median.
+            best() { awk -F, -v k="kernel$1" 'NR > 1 && $2 == k && (m == "" || $13 < m) { m = $13; t = $15; c = $18 }
+                                              END { if (m != "") print m, t, c }' "$csv"; }
+            read -r s_ms s_tf s_check <<<"$(best "$NN")"
+            read -r p_ms p_tf p_check <<<"$(best "$PREV")"
+            if [ -z "${s_ms:-}" ] || [ -z "${p_ms:-}" ]; then
+                echo "FAIL: timing: no CSV rows in $csv"
+                reason "[timing] no timing rows were written ($csv)"
+            else
+                echo "student stage $NN: ${s_ms} ms median, ${s_tf} TFLOP/s (check: ${s_check})"
+                echo "real    stage $PREV: ${p_ms} ms median, ${p_tf} TFLOP/s (check: ${p_check})"
+                verdict=$(awk -v s="$s_ms" -v p="$p_ms" -v m="$MARGIN" \
+                    'BEGIN { printf "%s %.3f", (s < p * (1 - m / 100)) ? "faster" : "slower", p / s }')
+                speedup=${verdict#* }
+                if [ "${verdict%% *}" = faster ]; then
+                    echo "PASS: faster than stage $PREV (${speedup}x; ${s_tf} vs ${p_tf} TFLOP/s)"
+                else
+                    echo "FAIL: faster than stage $PREV (${speedup}x; ${s_tf} vs ${p_tf} TFLOP/s; margin ${MARGIN}%)"
+                    reason "[timing] not faster than stage $PREV on the headline problem: ${s_tf} TFLOP/s (${s_ms} ms) vs stage $PREV's ${p_tf} TFLOP/s (${p_ms} ms), ${speedup}x"
+                fi
+            fi
+        fi
+    fi
+fi
+
+# -- verdict --------------------------------------------------------------------------------------
+echo
+if [ "${#reasons[@]}" -gt 0 ]; then
+    echo "GRADE: FAIL: stage $NN, $SRC"
+    for r in "${reasons[@]}"; do echo "  - $r"; done
+    [ -n "$skipped" ] && echo "  (the GPU part was skipped: $skipped)"
+    exit 1
+fi
+if [ -n "$skipped" ]; then
+    echo "GRADE: NOT GRADED: stage $NN, $SRC: the build and instruction checks passed, but the GPU part"
+    echo "  (correctness matrix, racecheck, timing against stage ${PREV:-none}) was skipped: $skipped."
+    echo "  Run make grade on a machine with a CUDA GPU."
+    exit 2
+fi
+echo "GRADE: PASS: stage $NN, $SRC"
+exit 0

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Wrong student files for stage 05, derived from the real kernels with sed so that they never drift
+# from them; tests/test_grader.sh hands each to `make grade K=05` and expects a FAIL for its reason.
+#   wrong_causal.cu    top-left aligned causal mask (col > row instead of col > row + diag)
+#                      -> the correctness matrix fails (causal cases with seqlen_q != seqlen_k)
+#   missing_barrier.cu the __syncthreads() that keeps K_j, V_j alive until every warp is done with
+#                      them is gone -> racecheck reports a shared-memory hazard
+#   previous_stage.cu  stage 04 handed in as stage 05 (entry point renamed flash_forward_kernel05)
+#                      -> the instruction checks fail (no swizzle xor) and it is no faster than 04
+# Each edit must change the file: when a kernel is rewritten so that a pattern no longer matches,
+# this script fails instead of writing a fixture that is silently correct.
+# Usage: tests/make_grader_fixtures.sh [OUTDIR]   (default build/grader_fixtures)
+set -eu
+cd "$(dirname "$0")/.."
+OUT=${1:-build/grader_fixtures}
+K05=kernel05_swizzle/kernel.cu
+K04=kernel04_cp_async/kernel.cu
+mkdir -p "$OUT"
+
+# derive NAME SOURCE SED-SCRIPT EXPECTED-CHANGED-LINES
+derive() {
+    local name=$1 src=$2 script=$3 want=$4 changed
+    sed -e "$script" "$src" >"$OUT/$name"
+    changed=$(diff "$src" "$OUT/$name" | grep -c '^[<>]' || true)
+    if [ "$changed" -ne "$want" ]; then
+        echo "make_grader_fixtures: $name: expected $want changed lines from $src, got $changed;" \
+             "the kernel changed, update the sed script in $0" >&2
+        exit 1
+    fi
+    echo "$OUT/$name: from $src ($changed lines changed)"
+}
+
+# (a) The mask of the real kernel: `(p.causal && col > row[e >> 1] + diag)`; drop the diagonal offset.
+derive wrong_causal.cu "$K05" 's/\(p\.causal && col > row\[e >> 1\]\) + diag)/\1)/' 2
+
+# (b) The barrier right after the comment "Every warp must be done with the previous K_j, V_j ...".
+derive missing_barrier.cu "$K05" '/Every warp must be done with the previous K_j, V_j/{n;/^ *__syncthreads();$/d;}' 1
+
+# (c) Stage 04's file with stage 05's entry point.
+derive previous_stage.cu "$K04" 's/\bflash_forward_kernel04\b/flash_forward_kernel05/' 2
