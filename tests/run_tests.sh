@@ -42,6 +42,9 @@ suite cpu build_cpu_tests
 suite cli bash tests/test_cli.sh build/kernel01
 suite cli_allstages bash tests/test_cli.sh build/allstages
 
+# -- the C API through build/libflash.so (ctypes): stage table and argument errors --------------
+suite api "$PYTHON" tests/test_api.py
+
 # -- plot.py on a fixture CSV, the reference script without PyTorch -----------------------------
 suite plot env PYTHON="$PYTHON" bash tests/test_plot.sh
 

@@ -26,13 +26,15 @@ else
     exit 0
 fi
 
-# grade NAME FILE: make grade K=05 SRC=FILE into $OUT/NAME.log; sets rc.
+# grade NAME FILE: make grade K=05 SRC=FILE into $OUT/NAME.log; sets rc. make exits 2 whenever the
+# recipe fails, so tests/grade.sh's own status (1 FAIL, 2 NOT GRADED) is told by its GRADE line.
 grade() {
     make -s grade K=05 SRC="$2" "${MAKE_ARGS[@]}" >"$OUT/$1.log" 2>&1
     rc=$?
 }
 # reasons NAME: the "  - [tag] ..." lines of the verdict
 has_reason() { grep -q "^  - \[$2\]" "$OUT/$1.log"; }
+is_fail() { grep -q "^GRADE: FAIL" "$OUT/$1.log"; }
 verdict() { grep -m1 '^GRADE:' "$OUT/$1.log" || echo "(no GRADE line; see $OUT/$1.log)"; }
 
 gpu=0
@@ -41,20 +43,20 @@ if make -s build/allstages "${MAKE_ARGS[@]}" >/dev/null 2>&1 && build/allstages 
 if [ "$gpu" = 0 ]; then
     # The CPU part: build + instruction checks run; without a GPU a correct file is NOT GRADED (2).
     grade real kernel05_swizzle/kernel.cu
-    if [ "$rc" -eq 2 ] && grep -q '^GRADE: NOT GRADED' "$OUT/real.log"; then
+    if [ "$rc" -ne 0 ] && grep -q '^GRADE: NOT GRADED' "$OUT/real.log"; then
         ok "real kernel05 without a GPU: NOT GRADED (exit 2), build and instruction checks passed"
     else
         bad "real kernel05 without a GPU" "exit $rc, $(verdict real)"
     fi
     grade previous_stage build/grader_fixtures/previous_stage.cu
-    if [ "$rc" -eq 1 ] && has_reason previous_stage instructions; then
+    if [ "$rc" -ne 0 ] && grep -q '^GRADE: FAIL' "$OUT/previous_stage.log" && has_reason previous_stage instructions; then
         ok "previous_stage.cu without a GPU: FAIL [instructions] (no swizzle xor)"
     else
         bad "previous_stage.cu without a GPU" "exit $rc, $(verdict previous_stage)"
     fi
     for f in wrong_causal missing_barrier; do
         grade "$f" "build/grader_fixtures/$f.cu"
-        if [ "$rc" -eq 2 ]; then
+        if [ "$rc" -ne 0 ] && grep -q '^GRADE: NOT GRADED' "$OUT/$f.log"; then
             ok "$f.cu without a GPU: builds, passes the instruction checks, NOT GRADED (exit 2)"
         else
             bad "$f.cu without a GPU" "exit $rc, $(verdict "$f")"
@@ -76,14 +78,14 @@ else
 fi
 
 grade wrong_causal build/grader_fixtures/wrong_causal.cu
-if [ "$rc" -eq 1 ] && has_reason wrong_causal matrix && ! has_reason wrong_causal instructions && ! has_reason wrong_causal build; then
+if [ "$rc" -ne 0 ] && is_fail wrong_causal && has_reason wrong_causal matrix && ! has_reason wrong_causal instructions && ! has_reason wrong_causal build; then
     ok "grade wrong_causal.cu -> FAIL [matrix] ($(grep -m1 '^  - \[matrix\]' "$OUT/wrong_causal.log" | cut -c1-100))"
 else
     bad "grade wrong_causal.cu -> FAIL [matrix]" "exit $rc, $(verdict wrong_causal); $(grep '^  - ' "$OUT/wrong_causal.log" | tr '\n' ' ') (log: $OUT/wrong_causal.log)"
 fi
 
 grade missing_barrier build/grader_fixtures/missing_barrier.cu
-if [ "$rc" -eq 1 ] && has_reason missing_barrier racecheck; then
+if [ "$rc" -ne 0 ] && is_fail missing_barrier && has_reason missing_barrier racecheck; then
     ok "grade missing_barrier.cu -> FAIL [racecheck] ($(grep '^  - ' "$OUT/missing_barrier.log" | cut -d' ' -f4 | sort -u | tr '\n' ' '))"
 elif ! command -v compute-sanitizer >/dev/null 2>&1; then
     skip "grade missing_barrier.cu -> FAIL [racecheck]" "compute-sanitizer not found (exit $rc, $(verdict missing_barrier))"
@@ -92,7 +94,7 @@ else
 fi
 
 grade previous_stage build/grader_fixtures/previous_stage.cu
-if [ "$rc" -eq 1 ] && has_reason previous_stage instructions && ! has_reason previous_stage matrix; then
+if [ "$rc" -ne 0 ] && is_fail previous_stage && has_reason previous_stage instructions && ! has_reason previous_stage matrix; then
     if has_reason previous_stage timing; then t="and [timing]: not faster than stage 04"; else t="the timing alone did not catch it: $(grep -m1 'faster than stage 04' "$OUT/previous_stage.log")"; fi
     ok "grade previous_stage.cu -> FAIL [instructions] ($t)"
 else
