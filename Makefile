@@ -40,6 +40,11 @@ help:
 	@echo "  make reference      time FA2 and cuDNN through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
 	@echo "  make tune           time candidate tile shapes of stage 08 on this GPU (winner per head_dim, causal)"
+	@echo "  make diff A=04 B=05  what stage B changed in kernel.cu relative to stage A"
+	@echo "  make sass K=05       registers/smem/spills, PTX and SASS instruction histograms (sass-table: every stage)"
+	@echo "  make profile K=05    ncu: tensor pipe, smem bank conflicts, occupancy, DRAM (needs ncu + GPU)"
+	@echo "  make sanitize        compute-sanitizer memcheck/racecheck/synccheck/initcheck on every stage"
+	@echo "  make grade K=05 SRC=f.cu  grade a student's stage (docs/assignments.md); make help-tools for details"
 	@echo "  make clean          remove build/ and ./run"
 	@echo "Variables: ARCH (nvcc -gencode flags; default sm_80 + sm_90), NVCC, PYTHON"
 
