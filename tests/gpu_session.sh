@@ -9,6 +9,7 @@
 #   reference  FA2 and cuDNN through PyTorch into the CSV (headline + sweep)
 #   bench      make bench into the CSV
 #   tune       make tune (stage 08 tile candidates)
+#   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails three wrong ones
 #   ncu        bank conflicts of stages 04 and 05, tensor pipe of 07 and 08
 #   sass       SASS instruction histograms of every stage
 #   plot       make plot
@@ -48,8 +49,9 @@ for s in "$@"; do
     reference) FLASH_COMMIT=$COMMIT step reference 240 python3 harness/reference.py --csv "$(csv)" ;;
     bench)     step bench 540 make bench ARCH="$ARCH" COMMIT="$COMMIT" ;;
     tune)      step tune 420 make tune ARCH="$ARCH" COMMIT="$COMMIT" ;;
+    grader)    GRADE_ROUNDS=${GRADE_ROUNDS:-1} step grader 420 bash tests/test_grader.sh; grep -E '^(PASS|FAIL|SKIP):' "$LOG" | tail -n 12 ;;
     ncu)       for k in 04 05 07 08; do
-                   step "ncu_$k" 120 ncu --clock-control none --launch-skip 3 --launch-count 1 \
+                   step "ncu_$k" 120 ncu --clock-control none --kernel-name regex:flash_fwd_kernel --launch-skip 3 --launch-count 1 \
                        --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,smsp__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
                        build/allstages --stage "${k#0}" --no-check --warmup 3 --iters 1
                done ;;
@@ -60,7 +62,8 @@ for s in "$@"; do
                    printf '%s' "$f"; for op in HMMA LDSM LDGSTS LDS STS BAR MUFU.EX2 FFMA FMUL FADD FMNMX SHFL LDL STL; do
                        printf ' %s=%s' "$op" "$(grep -cE "[[:space:]]$op[[:space:].;]" "$f")"; done; echo
                  done ) >"$OUT/sass_histogram.txt"; cat "$OUT/sass_histogram.txt" >>"$LOG"
-               tar czf "$OUT/sass.tgz" -C "$OUT" $(cd "$OUT" && ls k0*.sass) && rm -f "$OUT"/k0*.sass ;;
+               tar czf "$OUT/sass.tgz" -C "$OUT" $(cd "$OUT" && ls k0*.sass) && rm -f "$OUT"/k0*.sass
+               step sass_table 120 make sass-table ARCH="$ARCH" COMMIT="$COMMIT" ;;
     plot)      step plot 120 make plot; cp plots/*.png "$OUT/" 2>/dev/null ;;
     *)         echo "unknown step $s" | tee -a "$LOG" ;;
     esac
