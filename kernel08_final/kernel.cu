@@ -43,7 +43,9 @@
  * ------------------------------------------------------------------------------------------- */
 
 /* kBlockM query rows, kBlockN keys per tile, kNWarps warps, at least kMinBlocks blocks per SM
- * (the register cap). `make tune` rebuilds this file with other shapes through the macros. */
+ * (the register cap). `make tune` rebuilds this file with other shapes through the macros. Hopper
+ * (sm_90) gets tiles of its own: its ptxas fits 48 keys (d128) and 96 keys (d64) in 255 registers
+ * where sm_80's spills, and the wider tiles measured 4-6% faster on the H200 (docs/08_final.md). */
 template <int M, int N, int W, int B>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNWarps = W, kMinBlocks = B;
@@ -54,9 +56,17 @@ struct TileShape {
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 32, 4, 2
 #endif
-template <int kHeadDim> struct Tile;
-template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
-template <> struct Tile<128> : TileShape<FLASH_TILE_D128> {};
+#ifndef FLASH_TILE_D64_SM90
+#define FLASH_TILE_D64_SM90 128, 96, 4, 2
+#endif
+#ifndef FLASH_TILE_D128_SM90
+#define FLASH_TILE_D128_SM90 128, 48, 4, 2
+#endif
+template <int kHeadDim, bool kSm90> struct Tile;
+template <> struct Tile<64, false> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128, false> : TileShape<FLASH_TILE_D128> {};
+template <> struct Tile<64, true> : TileShape<FLASH_TILE_D64_SM90> {};
+template <> struct Tile<128, true> : TileShape<FLASH_TILE_D128_SM90> {};
 
 /* Element offset of (row, col) in a [rows, kHeadDim] shared-memory tile, swizzled: the 16-byte
  * chunk col / 8 of row `row` is stored at chunk (col / 8) ^ (row % 8). Any 8 consecutive rows
@@ -150,12 +160,19 @@ __device__ __forceinline__ uint32_t ldsm_at(const LdsmBases<kHeadDim> &bases, in
     return bases.b[j % 4] + (row * kHeadDim + (j / 4) * 64) * 2;
 }
 
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(Tile<kHeadDim>::kNWarps * 32, Tile<kHeadDim>::kMinBlocks)
+template <typename T, int kHeadDim, bool kSm90>
+__global__ void __launch_bounds__(Tile<kHeadDim, kSm90>::kNWarps * 32, Tile<kHeadDim, kSm90>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p) {
-    constexpr int kBlockM = Tile<kHeadDim>::kBlockM;  // query rows per block (Q_i)
-    constexpr int kBlockN = Tile<kHeadDim>::kBlockN;  // keys per tile (K_j, V_j)
-    constexpr int kNWarps = Tile<kHeadDim>::kNWarps;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    /* launch() never runs the Hopper tiles on an older GPU: compile them to nothing there. */
+    if constexpr (kSm90) {
+        __trap();
+        return;
+    }
+#endif
+    constexpr int kBlockM = Tile<kHeadDim, kSm90>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim, kSm90>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNWarps = Tile<kHeadDim, kSm90>::kNWarps;
     constexpr int kNThreads = kNWarps * 32;
     constexpr int kRowsPerWarp = kBlockM / kNWarps;
     constexpr int kMTiles = kRowsPerWarp / 16;  // m16 row tiles per warp
@@ -448,23 +465,34 @@ flash_fwd_kernel(const flash_problem p) {
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-template <typename T, int kHeadDim>
-static int launch(const flash_problem *p, cudaStream_t stream) {
-    constexpr int kBlockM = Tile<kHeadDim>::kBlockM, kBlockN = Tile<kHeadDim>::kBlockN;
+template <typename T, int kHeadDim, bool kSm90>
+static int launch_tiles(const flash_problem *p, cudaStream_t stream) {
+    constexpr int kBlockM = Tile<kHeadDim, kSm90>::kBlockM, kBlockN = Tile<kHeadDim, kSm90>::kBlockN;
     constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * kHeadDim * (int)sizeof(T);
     /* Above 48 KiB a block must opt in to dynamic shared memory; once per instantiation and
      * device is enough, but the call is cheap next to a launch, and doing it every time keeps
      * the function correct when the caller switches devices. */
     if (kSmemBytes > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               kSmemBytes);
+        cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kSm90>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
     }
     const dim3 grid((p->seqlen_q + kBlockM - 1) / kBlockM, p->heads_q, p->batch);
-    flash_fwd_kernel<T, kHeadDim><<<grid, Tile<kHeadDim>::kNWarps * 32, kSmemBytes, stream>>>(*p);
+    flash_fwd_kernel<T, kHeadDim, kSm90><<<grid, Tile<kHeadDim, kSm90>::kNWarps * 32, kSmemBytes, stream>>>(*p);
     return flash_launch_status("kernel08_final");
+}
+
+/* The tile set follows the GPU the launch will run on: Hopper's where it is one. */
+template <typename T, int kHeadDim>
+static int launch(const flash_problem *p, cudaStream_t stream) {
+    int device = 0, major = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err != cudaSuccess)
+        return flash_set_error(FLASH_E_CUDA, "kernel08_final: no current device: %s", cudaGetErrorString(err));
+    return major >= 9 ? launch_tiles<T, kHeadDim, true>(p, stream) : launch_tiles<T, kHeadDim, false>(p, stream);
 }
 
 extern "C" int flash_forward_kernel08(const flash_problem *p, cudaStream_t stream) {
