@@ -6,7 +6,11 @@ CC      ?= gcc
 PYTHON  ?= python3
 # Ampere (sm_80) for readers on A100/RTX 30xx, Hopper (sm_90) for the H100/H200 measurements.
 # Override, e.g. `make ARCH="-gencode arch=compute_89,code=sm_89"`.
-ARCH    ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# With a GPU present, its own compute capability is added (e.g. sm_86 on an RTX 3090).
+comma   := ,
+GPU_CC  := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+ARCH    ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+           $(if $(filter-out 80 90,$(GPU_CC)),-gencode arch=compute_$(GPU_CC)$(comma)code=sm_$(GPU_CC))
 
 BUILD   := build
 # The commit stamped into CSV rows; a copy of the tree without .git passes COMMIT=... by hand.
