@@ -11,7 +11,7 @@
 #   tune       make tune (stage 08 tile candidates)
 #   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails three wrong ones
 #   ncu        bank conflicts of stages 04 and 05, tensor pipe of 07 and 08
-#   sass       SASS instruction histograms of every stage
+#   sass       make sass-table: ptxas usage, PTX and SASS histograms of every stage
 #   plot       make plot
 # Usage: COMMIT=abc123 bash tests/gpu_session.sh build test bench ...
 set -u
@@ -55,15 +55,7 @@ for s in "$@"; do
                        --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,smsp__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
                        build/allstages --stage "${k#0}" --no-check --warmup 3 --iters 1
                done ;;
-    sass)      for k in 01 02 03 04 05 06 07 08; do
-                   cuobjdump -sass -arch sm_90 "build/kernel$k.o" >"$OUT/k$k.sass" 2>/dev/null
-               done
-               ( cd "$OUT" && for f in k0*.sass; do
-                   printf '%s' "$f"; for op in HMMA LDSM LDGSTS LDS STS BAR MUFU.EX2 FFMA FMUL FADD FMNMX SHFL LDL STL; do
-                       printf ' %s=%s' "$op" "$(grep -cE "[[:space:]]$op[[:space:].;]" "$f")"; done; echo
-                 done ) >"$OUT/sass_histogram.txt"; cat "$OUT/sass_histogram.txt" >>"$LOG"
-               tar czf "$OUT/sass.tgz" -C "$OUT" $(cd "$OUT" && ls k0*.sass) && rm -f "$OUT"/k0*.sass
-               step sass_table 120 make sass-table ARCH="$ARCH" COMMIT="$COMMIT" ;;
+    sass)      step sass_table 120 make sass-table ARCH="$ARCH" COMMIT="$COMMIT" ;;
     plot)      step plot 120 make plot; cp plots/*.png "$OUT/" 2>/dev/null ;;
     *)         echo "unknown step $s" | tee -a "$LOG" ;;
     esac
