@@ -466,18 +466,22 @@ flash_fwd_kernel(const flash_problem p) {
  * ------------------------------------------------------------------------------------------- */
 
 template <typename T, int kHeadDim, bool kSm90>
-static int launch_tiles(const flash_problem *p, cudaStream_t stream) {
+static int launch_tiles(const flash_problem *p, int device, cudaStream_t stream) {
     constexpr int kBlockM = Tile<kHeadDim, kSm90>::kBlockM, kBlockN = Tile<kHeadDim, kSm90>::kBlockN;
     constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * kHeadDim * (int)sizeof(T);
-    /* Above 48 KiB a block must opt in to dynamic shared memory; once per instantiation and
-     * device is enough, but the call is cheap next to a launch, and doing it every time keeps
-     * the function correct when the caller switches devices. */
-    if (kSmemBytes > 48 * 1024) {
+    /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and
+     * device. Doing it on every call would put a host API call between the caller's start event
+     * and the kernel; the flags remember which devices are done (a repeated opt-in from two
+     * threads is harmless). Devices past the table opt in every time. */
+    constexpr int kMaxDevices = 64;
+    static bool opted_in[kMaxDevices];
+    if (kSmemBytes > 48 * 1024 && !(device < kMaxDevices && opted_in[device])) {
         cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kSm90>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
+        if (device < kMaxDevices) opted_in[device] = true;
     }
     const dim3 grid((p->seqlen_q + kBlockM - 1) / kBlockM, p->heads_q, p->batch);
     flash_fwd_kernel<T, kHeadDim, kSm90><<<grid, Tile<kHeadDim, kSm90>::kNWarps * 32, kSmemBytes, stream>>>(*p);
@@ -492,7 +496,7 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     if (err != cudaSuccess)
         return flash_set_error(FLASH_E_CUDA, "kernel08_final: no current device: %s", cudaGetErrorString(err));
-    return major >= 9 ? launch_tiles<T, kHeadDim, true>(p, stream) : launch_tiles<T, kHeadDim, false>(p, stream);
+    return major >= 9 ? launch_tiles<T, kHeadDim, true>(p, device, stream) : launch_tiles<T, kHeadDim, false>(p, device, stream);
 }
 
 extern "C" int flash_forward_kernel08(const flash_problem *p, cudaStream_t stream) {
