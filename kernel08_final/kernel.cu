@@ -1,8 +1,8 @@
 /*
  * Stage 08 - final: stage 07 tuned for the card.
  *
- * Technique: no new instruction; the shape of the work is fitted to the GPU, each decision
- *            measured (docs/08_final.md):
+ * Technique: no new instruction; the shape and the order of the work are fitted to the GPU, each
+ *            decision measured (docs/08_final.md):
  *            - 32 query rows per warp (two m16 tiles) instead of 16: every K and V fragment that
  *              ldmatrix brings in now feeds two mma instead of one. With 16 rows per warp each
  *              warp reads the whole K_j and V_j tile from shared memory for 16 rows, and shared
@@ -12,24 +12,29 @@
  *            - tiles per head_dim (Tile<> below, chosen with `make tune`): 128 query rows and 4
  *              warps, two blocks per SM; 32 keys per tile for d128 and 64 for d64, the widest
  *              that fit 255 registers without a spill;
- *            - two K/V buffers: tile j - 1 is copied during all of tile j's math, and one barrier
- *              per tile replaces the two of stage 07;
+ *            - a software pipeline: the P V product of tile j + 1 runs during the softmax of
+ *              tile j, so each warp has mma to issue while its max, exp2 and sums wait on each
+ *              other; V trails K by one tile;
+ *            - two K/V buffers: the copies of K_{j-1} and V_j run during all of tile j's math, and
+ *              one barrier per tile replaces the two of stage 07;
  *            - shared memory above 48 KiB (dynamic, cudaFuncSetAttribute), registers capped with
  *              __launch_bounds__ and no spills;
  *            - K/V tiles visited last to first: the tiles that need a mask (the sequence tail, the
  *              causal diagonal) come first, and every later tile skips the mask test; tiles wholly
  *              above the causal diagonal are never visited; heavy causal query tiles start first;
  *            - instruction count: every ldmatrix address is a per-lane base plus an immediate (the
- *              swizzle XOR of a lane is fixed, so it is folded into four bases), the cp.async
- *              offsets are one base plus constant steps, computed once.
+ *              swizzle XOR of a lane is fixed, so it is folded into four bases), a thread's
+ *              cp.async sources are one offset plus constant steps, and the row max and sum are
+ *              reduced as trees, not chains.
  * Changed:   Tile<kHeadDim> replaces the fixed 64 x 64 x 4 warps; each per-row quantity gains an
- *            m-tile index; Q fragments are loaded per k-slice; K/V are double-buffered with one
- *            barrier per tile; shared memory is dynamic; the main loop runs n_block downwards with
- *            a masked / unmasked split; addresses are hoisted out of the loop.
+ *            m-tile index; Q fragments are loaded per k-slice; the loop body is split into tile
+ *            functions (qk_tile, mask_tile, softmax_tile, rescale_o, pv_tile) so that it can be
+ *            pipelined; K/V are double-buffered with one barrier per tile; shared memory is
+ *            dynamic; the main loop runs n_block downwards with a masked / unmasked split.
  * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
- * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 4a78731): 343.6 TFLOP/s (98% of FA2), 1.18x stage 07; causal 326.9 (101% of FA2).
+ * Measured:  (filled in from the benchmark below)
  * Run:       make kernel08 && ./run
  */
 #include "flash_internal.h"
@@ -43,9 +48,7 @@
  * ------------------------------------------------------------------------------------------- */
 
 /* kBlockM query rows, kBlockN keys per tile, kNWarps warps, at least kMinBlocks blocks per SM
- * (the register cap). `make tune` rebuilds this file with other shapes through the macros. Hopper
- * (sm_90) gets tiles of its own: its ptxas fits 48 keys (d128) and 96 keys (d64) in 255 registers
- * where sm_80's spills, and the wider tiles measured 4-6% faster on the H200 (docs/08_final.md). */
+ * (the register cap). `make tune` rebuilds this file with other shapes through the macros. */
 template <int M, int N, int W, int B>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNWarps = W, kMinBlocks = B;
@@ -56,17 +59,9 @@ struct TileShape {
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 32, 4, 2
 #endif
-#ifndef FLASH_TILE_D64_SM90
-#define FLASH_TILE_D64_SM90 128, 96, 4, 2
-#endif
-#ifndef FLASH_TILE_D128_SM90
-#define FLASH_TILE_D128_SM90 128, 48, 4, 2
-#endif
-template <int kHeadDim, bool kSm90> struct Tile;
-template <> struct Tile<64, false> : TileShape<FLASH_TILE_D64> {};
-template <> struct Tile<128, false> : TileShape<FLASH_TILE_D128> {};
-template <> struct Tile<64, true> : TileShape<FLASH_TILE_D64_SM90> {};
-template <> struct Tile<128, true> : TileShape<FLASH_TILE_D128_SM90> {};
+template <int kHeadDim> struct Tile;
+template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128> : TileShape<FLASH_TILE_D128> {};
 
 /* Element offset of (row, col) in a [rows, kHeadDim] shared-memory tile, swizzled: the 16-byte
  * chunk col / 8 of row `row` is stored at chunk (col / 8) ^ (row % 8). Any 8 consecutive rows
@@ -160,25 +155,166 @@ __device__ __forceinline__ uint32_t ldsm_at(const LdsmBases<kHeadDim> &bases, in
     return bases.b[j % 4] + (row * kHeadDim + (j / 4) * 64) * 2;
 }
 
-template <typename T, int kHeadDim, bool kSm90>
-__global__ void __launch_bounds__(Tile<kHeadDim, kSm90>::kNWarps * 32, Tile<kHeadDim, kSm90>::kMinBlocks)
-flash_fwd_kernel(const flash_problem p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    /* launch() never runs the Hopper tiles on an older GPU: compile them to nothing there. */
-    if constexpr (kSm90) {
-        __trap();
-        return;
+/* Issues the copy of one whole tile (no row past the sequence) from this thread's first source
+ * chunk src: the other chunks are compile-time steps of row_stride away. */
+template <typename T, int kHeadDim, int kRows, int kNThreads>
+__device__ __forceinline__ void load_full_tile(uint32_t smem_base, const T *src, const CopyPlan<kHeadDim, kRows, kNThreads> &plan,
+                                               int64_t row_stride) {
+    /* Keep the compiler from precomputing every chunk's address outside the main loop: that
+     * costs two registers per chunk for the whole loop. */
+    asm("" : "+l"(src));
+#pragma unroll
+    for (int i = 0; i < plan.kPerThread; ++i) {
+        cp_async_16(smem_base + plan.smem_off + i * plan.kRowStep * kHeadDim * (int)sizeof(T), src, 16);
+        src += plan.kRowStep * row_stride;
     }
-#endif
-    constexpr int kBlockM = Tile<kHeadDim, kSm90>::kBlockM;  // query rows per block (Q_i)
-    constexpr int kBlockN = Tile<kHeadDim, kSm90>::kBlockN;  // keys per tile (K_j, V_j)
-    constexpr int kNWarps = Tile<kHeadDim, kSm90>::kNWarps;
+}
+
+/* S = Q_i K^T for one K tile: [kMTiles * 16, kNTilesS * 8] per warp. The Q fragments of a k16 slice
+ * are read once per slice, and each ldmatrix.x4 of K (two n8 tiles) feeds the mma of every m-tile.
+ * The loops are fully unrolled: the compiler hoists the loads ahead of the mma that need them.
+ * k_rows is the K tile's first row in shared memory (its buffer). */
+template <typename T, int kHeadDim, int kMTiles, int kNTilesS>
+__device__ __forceinline__ void qk_tile(float (&acc_s)[kMTiles][kNTilesS][4], const LdsmBases<kHeadDim> &q_bases,
+                                        const LdsmBases<kHeadDim> &k_bases, int warp_row0, int k_rows) {
+    constexpr int kKSteps = kHeadDim / 16, kPairs = kNTilesS / 2;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
+    uint32_t q_frag[kMTiles][4], k_frag[4];
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, kk * 16));
+#pragma unroll
+        for (int np = 0; np < kPairs; ++np) {
+            ldmatrix_x4(k_frag, ldsm_at<kHeadDim>(k_bases, k_rows + np * 16, kk * 16));
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+                mma_m16n8k16(acc_s[mt][2 * np], q_frag[mt], &k_frag[0], T());
+                mma_m16n8k16(acc_s[mt][2 * np + 1], q_frag[mt], &k_frag[2], T());
+            }
+        }
+    }
+}
+
+/* Masks the keys of a tile starting at key col0 that lie past the end of the sequence or (causal)
+ * past the diagonal of the thread's rows. Only boundary tiles come here, so the thread's row and
+ * column are recomputed from threadIdx rather than kept in registers through the whole loop. */
+template <int kMTiles, int kNTilesS>
+__device__ __forceinline__ void mask_tile(float (&acc_s)[kMTiles][kNTilesS][4], int row0, int col0,
+                                          const flash_problem &p, int diag) {
+    const int lane = threadIdx.x % 32, t = lane % 4;
+    const int row_g = row0 + (threadIdx.x / 32) * kMTiles * 16 + lane / 4;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = col0 + nt * 8 + 2 * t + (e & 1);
+                if (col >= p.seqlen_k || (p.causal && col > row_g + 16 * mt + 8 * (e >> 1) + diag)) acc_s[mt][nt][e] = -INFINITY;
+            }
+}
+
+/* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
+ * each row, returns the rescale factor alpha of the O rows and P = exp2(scale_log2 (S - m)) packed
+ * into A fragments: the accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows g
+ * and g+8 in exactly the places the A fragment of k16 slice kk wants them. A row's scores are
+ * spread over the 4 lanes of a quad; the max must agree across the quad every tile (all four
+ * lanes subtract the same m), the sum need not until the end. */
+template <typename T, int kMTiles, int kNTilesS>
+__device__ __forceinline__ void softmax_tile(float (&acc_s)[kMTiles][kNTilesS][4], float (&m)[kMTiles][2], float (&l)[kMTiles][2],
+                                             float (&alpha)[kMTiles][2], uint32_t (&p_frag)[kMTiles][kNTilesS / 2][4],
+                                             float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+        /* Two partial maxima per row (even and odd key columns): chains half as long. */
+        float m_part[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) m_part[e >> 1][e & 1] = fmaxf(m_part[e >> 1][e & 1], acc_s[mt][nt][e]);
+        float m_tile[2] = {fmaxf(m_part[0][0], m_part[0][1]), fmaxf(m_part[1][0], m_part[1][1])};
+        float m_scaled[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
+            m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
+            const float m_new = fmaxf(m[mt][h], m_tile[h]);
+            /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
+             * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0, which
+             * is also alpha on the first tile (m = -inf): O and l start from zero. */
+            m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
+            alpha[mt][h] = fast_exp2(m[mt][h] * scale_log2 - m_scaled[h]);
+            m[mt][h] = m_new;
+        }
+        float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                acc_s[mt][nt][e] = fast_exp2(acc_s[mt][nt][e] * scale_log2 - m_scaled[e >> 1]);
+                p_sum[e >> 1][e & 1] += acc_s[mt][nt][e];
+            }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) l[mt][h] = l[mt][h] * alpha[mt][h] + (p_sum[h][0] + p_sum[h][1]);
+#pragma unroll
+        for (int kk = 0; kk < kNTilesS / 2; ++kk) {
+            p_frag[mt][kk][0] = pack_float2(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1], T());
+            p_frag[mt][kk][1] = pack_float2(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3], T());
+            p_frag[mt][kk][2] = pack_float2(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1], T());
+            p_frag[mt][kk][3] = pack_float2(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3], T());
+        }
+    }
+}
+
+/* O *= alpha, row by row. */
+template <int kHeadDim, int kMTiles>
+__device__ __forceinline__ void rescale_o(float (&acc_o)[kMTiles][kHeadDim / 8][4], const float (&alpha)[kMTiles][2]) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kHeadDim / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] *= alpha[mt][e >> 1];
+}
+
+/* O += P V for one V tile whose first row is v_rows (in Q's swizzled row space). V is the B
+ * operand read transposed by ldmatrix.trans, two n8 tiles of O per instruction, each feeding
+ * every m-tile. */
+template <typename T, int kHeadDim, int kMTiles, int kKStepsPV>
+__device__ __forceinline__ void pv_tile(float (&acc_o)[kMTiles][kHeadDim / 8][4], const uint32_t (&p_frag)[kMTiles][kKStepsPV][4],
+                                        const LdsmBases<kHeadDim> &q_bases, int v_rows) {
+    constexpr int kNTilesO = kHeadDim / 8, kPairs = kNTilesO / 2;
+    uint32_t v_frag[4];
+#pragma unroll
+    for (int kk = 0; kk < kKStepsPV; ++kk)
+#pragma unroll
+        for (int np = 0; np < kPairs; ++np) {
+            ldmatrix_x4_trans(v_frag, ldsm_at<kHeadDim>(q_bases, v_rows + kk * 16, np * 16));
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+                mma_m16n8k16(acc_o[mt][2 * np], p_frag[mt][kk], &v_frag[0], T());
+                mma_m16n8k16(acc_o[mt][2 * np + 1], p_frag[mt][kk], &v_frag[2], T());
+            }
+        }
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(Tile<kHeadDim>::kNWarps * 32, Tile<kHeadDim>::kMinBlocks)
+flash_fwd_kernel(const flash_problem p) {
+    constexpr int kBlockM = Tile<kHeadDim>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNWarps = Tile<kHeadDim>::kNWarps;
     constexpr int kNThreads = kNWarps * 32;
     constexpr int kRowsPerWarp = kBlockM / kNWarps;
     constexpr int kMTiles = kRowsPerWarp / 16;  // m16 row tiles per warp
     static_assert(kRowsPerWarp % 16 == 0, "each warp owns whole m16 row tiles of Q_i, S and O");
     static_assert(kBlockN % 16 == 0, "K_j splits into n8 tiles for S and k16 slices for P V");
-    constexpr int kKSteps = kHeadDim / 16;   // k16 slices of the head dimension in Q K^T
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
     constexpr int kKStepsPV = kBlockN / 16;  // k16 slices of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
@@ -224,12 +360,7 @@ flash_fwd_kernel(const flash_problem p) {
     /* The two rows this thread holds in every accumulator of m-tile mt: c[0..1] in row g,
      * c[2..3] in g + 8. */
     const int warp_row0 = warp * kRowsPerWarp;
-    int row[kMTiles][2];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-        row[mt][0] = row0 + warp_row0 + 16 * mt + g;
-        row[mt][1] = row[mt][0] + 8;
-    }
+    const int row_g = row0 + warp_row0 + g;  // rows row_g + 16 mt + 8 h
 
     const CopyPlan<kHeadDim, kBlockM, kNThreads> q_plan = make_copy_plan<kHeadDim, kBlockM, kNThreads>(q_row_stride, sizeof(T));
     const CopyPlan<kHeadDim, kBlockN, kNThreads> kv_plan = make_copy_plan<kHeadDim, kBlockN, kNThreads>(kv_row_stride, sizeof(T));
@@ -240,18 +371,19 @@ flash_fwd_kernel(const flash_problem p) {
     const LdsmBases<kHeadDim> q_bases = ldsm_bases_a<kHeadDim>(sQ_u32, lane);
     const LdsmBases<kHeadDim> k_bases = ldsm_bases_b<kHeadDim>(sK_u32, lane);
 
-    /* Q_i is loaded once, the last K and V tiles behind it; the first wait of the loop covers all. */
+    /* Software pipeline: the P V product of tile j + 1 runs during the softmax of tile j, so each
+     * warp has independent mma to issue while its max, exp2 and sums run. V therefore trails K by
+     * one tile: the loop's iteration j reads K_j and V_{j+1}, and copies K_{j-1} and V_j. */
     load_tile<T, kHeadDim, kBlockM, kNThreads>(sQ_u32, q + row0 * q_row_stride, q_plan, q_row_stride, p.seqlen_q - row0);
-    cp_async_commit();
     if (n_blocks > 0) {
         const int col_last = (n_blocks - 1) * kBlockN;
-        const uint32_t buf = ((n_blocks - 1) & 1) * kBufBytes;
-        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + buf, k + col_last * kv_row_stride, kv_plan, kv_row_stride,
-                                                   p.seqlen_k - col_last);
-        load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + buf, v + col_last * kv_row_stride, kv_plan, kv_row_stride,
-                                                   p.seqlen_k - col_last);
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + ((n_blocks - 1) & 1) * kBufBytes, k + col_last * kv_row_stride,
+                                                   kv_plan, kv_row_stride, p.seqlen_k - col_last);
     }
     cp_async_commit();
+    /* This thread's first chunk of tile j, in elements from k (or v); one tile_step per tile. */
+    const int64_t tile_step = (int64_t)kBlockN * kv_row_stride;
+    int64_t kv_off = kv_plan.gmem_off + (int64_t)max(n_blocks - 1, 0) * tile_step;
 
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
@@ -270,148 +402,57 @@ flash_fwd_kernel(const flash_problem p) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] = 0.0f;
     }
+    /* P (as A fragments) and alpha of the tile whose P V is still to come. */
+    uint32_t p_frag[kMTiles][kKStepsPV][4];
+    float alpha[kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) alpha[mt][0] = alpha[mt][1] = 1.0f;
 
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
         const int col0 = n_block * kBlockN;
-        /* Tile j (and Q_i, the first time) must have landed before any warp reads it: wait_group
-         * covers this thread's own copies, the barrier everybody else's. The barrier also means
-         * every warp is done with tile j + 1, so its buffer takes tile j - 1 now, a whole
-         * iteration ahead of its use. */
+        /* K_j and V_{j+1} (and Q_i, the first time) must have landed; the barrier also means every
+         * warp is done with K_{j+1} and V_{j+2}, whose buffers take K_{j-1} and V_j now. */
         cp_async_wait<0>();
         __syncthreads();
-        if (n_block > 0) {
-            const uint32_t next = ((n_block - 1) & 1) * kBufBytes;
-            load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + next, k + (col0 - kBlockN) * kv_row_stride, kv_plan,
-                                                       kv_row_stride, kBlockN);
-            load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + next, v + (col0 - kBlockN) * kv_row_stride, kv_plan,
-                                                       kv_row_stride, kBlockN);
-        }
+        if (n_block > 0)
+            load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + ((n_block - 1) & 1) * kBufBytes, k + kv_off - tile_step,
+                                                            kv_plan, kv_row_stride);
+        if (n_block == n_blocks - 1)  // the last V tile may end past the sequence
+            load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + (n_block & 1) * kBufBytes, v + col0 * kv_row_stride, kv_plan,
+                                                       kv_row_stride, p.seqlen_k - col0);
+        else
+            load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + (n_block & 1) * kBufBytes, v + kv_off, kv_plan, kv_row_stride);
+        kv_off -= tile_step;
         cp_async_commit();
-        const int buf_rows = (n_block & 1) * 2 * kBlockN;  // this tile's buffer, in smem rows
 
-        /* S = Q_i K_j^T: [kRowsPerWarp, kBlockN] per warp, as kMTiles x kNTilesS accumulator
-         * tiles. Each ldmatrix.x4 of K (two n8 tiles) feeds the mma of every m-tile. The K loads
-         * run one step ahead of the mma: step i = (k-slice kk, n8 pair np); the Q fragments of
-         * slice kk + 1 are fetched right after the last mma of slice kk. */
+        /* O *= alpha of tile j + 1 before its P V is added below (on the first tile, alpha = 1). */
+        rescale_o<kHeadDim>(acc_o, alpha);
         float acc_s[kMTiles][kNTilesS][4];
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < kNTilesS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
-        {
-            constexpr int kPairs = kNTilesS / 2, kSteps = kKSteps * kPairs;
-            uint32_t q_frag[kMTiles][4], k_frag[2][4];
-#pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, 0));
-            ldmatrix_x4(k_frag[0], ldsm_at<kHeadDim>(k_bases, buf_rows, 0));
-#pragma unroll
-            for (int i = 0; i < kSteps; ++i) {
-                const int kk = i / kPairs, np = i % kPairs;
-                if (i + 1 < kSteps)
-                    ldmatrix_x4(k_frag[(i + 1) % 2], ldsm_at<kHeadDim>(k_bases, buf_rows + ((i + 1) % kPairs) * 16, ((i + 1) / kPairs) * 16));
-#pragma unroll
-                for (int mt = 0; mt < kMTiles; ++mt) {
-                    mma_m16n8k16(acc_s[mt][2 * np], q_frag[mt], &k_frag[i % 2][0], T());
-                    mma_m16n8k16(acc_s[mt][2 * np + 1], q_frag[mt], &k_frag[i % 2][2], T());
-                }
-                /* The mma above have read q_frag: refill it with the next k-slice. */
-                if (np == kPairs - 1 && kk + 1 < kKSteps)
-#pragma unroll
-                    for (int mt = 0; mt < kMTiles; ++mt)
-                        ldmatrix_x4(q_frag[mt], ldsm_at<kHeadDim>(q_bases, warp_row0 + 16 * mt, (kk + 1) * 16));
-            }
-        }
+        qk_tile<T, kHeadDim>(acc_s, q_bases, k_bases, warp_row0, (n_block & 1) * 2 * kBlockN);
+        if (n_block >= n_masked) mask_tile(acc_s, row0, col0, p, diag);
 
-        /* Mask the keys past the end of the sequence and (causal) past the diagonal, on the
-         * boundary tiles only: visited last to first, they all come before n_masked. */
-        if (n_block >= n_masked) {
+        if (n_block == n_blocks - 1) {
+            softmax_tile<T>(acc_s, m, l, alpha, p_frag, scale_log2);
+        } else {
+            /* P V of tile j + 1 and the softmax of tile j are independent and in one basic block,
+             * so the compiler is free to interleave their instructions. */
+            uint32_t p_next[kMTiles][kKStepsPV][4];
+            softmax_tile<T>(acc_s, m, l, alpha, p_next, scale_log2);
+            pv_tile<T, kHeadDim>(acc_o, p_frag, q_bases, kVRow0 + ((n_block + 1) & 1) * 2 * kBlockN);
 #pragma unroll
             for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < kNTilesS; ++nt)
+                for (int kk = 0; kk < kKStepsPV; ++kk)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int col = col0 + nt * 8 + 2 * t + (e & 1);
-                        if (col >= p.seqlen_k || (p.causal && col > row[mt][e >> 1] + diag)) acc_s[mt][nt][e] = -INFINITY;
-                    }
+                    for (int r = 0; r < 4; ++r) p_frag[mt][kk][r] = p_next[mt][kk][r];
         }
-
-        /* Online softmax, FlashAttention-2 form. A row's kBlockN scores are spread over the 4 lanes
-         * of a quad (lanes 4g .. 4g+3); the max must agree across the quad every tile (all four
-         * lanes subtract the same m), the sum need not until the end. */
-        float alpha[kMTiles][2];
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-            float m_tile[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int nt = 0; nt < kNTilesS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) m_tile[e >> 1] = fmaxf(m_tile[e >> 1], acc_s[mt][nt][e]);
-            float m_scaled[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
-                m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
-                const float m_new = fmaxf(m[mt][h], m_tile[h]);
-                /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
-                 * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0. */
-                m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
-                alpha[mt][h] = fast_exp2(m[mt][h] * scale_log2 - m_scaled[h]);
-                m[mt][h] = m_new;
-            }
-            float p_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int nt = 0; nt < kNTilesS; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    acc_s[mt][nt][e] = fast_exp2(acc_s[mt][nt][e] * scale_log2 - m_scaled[e >> 1]);
-                    p_sum[e >> 1] += acc_s[mt][nt][e];
-                }
-            /* On the first tile l is still zero: it is just this tile's sum. */
-#pragma unroll
-            for (int h = 0; h < 2; ++h) l[mt][h] = (n_block == n_blocks - 1) ? p_sum[h] : l[mt][h] * alpha[mt][h] + p_sum[h];
-        }
-        /* On the first tile O is zero: there is nothing to rescale. */
-        if (n_block != n_blocks - 1) {
-#pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < kNTilesO; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc_o[mt][nt][e] *= alpha[mt][e >> 1];
-        }
-
-        /* O += P V_j. The accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows
-         * g and g+8 in exactly the places the A fragment of a k16 slice wants them, so P is just
-         * converted pairwise in registers. V_j is the B operand read transposed by ldmatrix.trans,
-         * two n8 tiles of O per instruction, each feeding every m-tile; loads run one step ahead
-         * (step i = key slice kk, head-dim n8 pair np). */
-        {
-            constexpr int kPairs = kNTilesO / 2, kSteps = kKStepsPV * kPairs;
-            uint32_t v_frag[2][4], p_frag[kMTiles][4];
-            ldmatrix_x4_trans(v_frag[0], ldsm_at<kHeadDim>(q_bases, kVRow0 + buf_rows, 0));
-#pragma unroll
-            for (int i = 0; i < kSteps; ++i) {
-                const int kk = i / kPairs, np = i % kPairs;
-                if (i + 1 < kSteps)
-                    ldmatrix_x4_trans(v_frag[(i + 1) % 2], ldsm_at<kHeadDim>(q_bases, kVRow0 + buf_rows + ((i + 1) / kPairs) * 16, ((i + 1) % kPairs) * 16));
-                if (np == 0)
-#pragma unroll
-                    for (int mt = 0; mt < kMTiles; ++mt) {
-                        p_frag[mt][0] = pack_float2(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1], T());
-                        p_frag[mt][1] = pack_float2(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3], T());
-                        p_frag[mt][2] = pack_float2(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1], T());
-                        p_frag[mt][3] = pack_float2(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3], T());
-                    }
-#pragma unroll
-                for (int mt = 0; mt < kMTiles; ++mt) {
-                    mma_m16n8k16(acc_o[mt][2 * np], p_frag[mt], &v_frag[i % 2][0], T());
-                    mma_m16n8k16(acc_o[mt][2 * np + 1], p_frag[mt], &v_frag[i % 2][2], T());
-                }
-            }
-        }
+    }
+    /* The last P V: V_0 was copied during the last iteration. */
+    if (n_blocks > 0) {
+        cp_async_wait<0>();
+        __syncthreads();
+        rescale_o<kHeadDim>(acc_o, alpha);
+        pv_tile<T, kHeadDim>(acc_o, p_frag, q_bases, kVRow0);
     }
 
     /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
@@ -456,8 +497,8 @@ flash_fwd_kernel(const flash_problem p) {
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                if (row[mt][h] < p.seqlen_q)
-                    lse[row[mt][h]] = (l[mt][h] > 0.0f) ? m[mt][h] * p.softmax_scale + logf(l[mt][h]) : INFINITY;
+                if (row_g + 16 * mt + 8 * h < p.seqlen_q)
+                    lse[row_g + 16 * mt + 8 * h] = (l[mt][h] > 0.0f) ? m[mt][h] * p.softmax_scale + logf(l[mt][h]) : INFINITY;
     }
 }
 
@@ -465,9 +506,9 @@ flash_fwd_kernel(const flash_problem p) {
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-template <typename T, int kHeadDim, bool kSm90>
-static int launch_tiles(const flash_problem *p, int device, cudaStream_t stream) {
-    constexpr int kBlockM = Tile<kHeadDim, kSm90>::kBlockM, kBlockN = Tile<kHeadDim, kSm90>::kBlockN;
+template <typename T, int kHeadDim>
+static int launch(const flash_problem *p, cudaStream_t stream) {
+    constexpr int kBlockM = Tile<kHeadDim>::kBlockM, kBlockN = Tile<kHeadDim>::kBlockN;
     constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * kHeadDim * (int)sizeof(T);
     /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and
      * device. Doing it on every call would put a host API call between the caller's start event
@@ -475,28 +516,22 @@ static int launch_tiles(const flash_problem *p, int device, cudaStream_t stream)
      * threads is harmless). Devices past the table opt in every time. */
     constexpr int kMaxDevices = 64;
     static bool opted_in[kMaxDevices];
-    if (kSmemBytes > 48 * 1024 && !(device < kMaxDevices && opted_in[device])) {
-        cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kSm90>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (kSmemBytes > 48 * 1024) {
+        int device = 0;
+        cudaError_t err = cudaGetDevice(&device);
         if (err != cudaSuccess)
-            return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
-                                   cudaGetErrorString(err));
-        if (device < kMaxDevices) opted_in[device] = true;
+            return flash_set_error(FLASH_E_CUDA, "kernel08_final: no current device: %s", cudaGetErrorString(err));
+        if (!(device < kMaxDevices && opted_in[device])) {
+            err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+            if (err != cudaSuccess)
+                return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
+                                       cudaGetErrorString(err));
+            if (device < kMaxDevices) opted_in[device] = true;
+        }
     }
     const dim3 grid((p->seqlen_q + kBlockM - 1) / kBlockM, p->heads_q, p->batch);
-    flash_fwd_kernel<T, kHeadDim, kSm90><<<grid, Tile<kHeadDim, kSm90>::kNWarps * 32, kSmemBytes, stream>>>(*p);
+    flash_fwd_kernel<T, kHeadDim><<<grid, Tile<kHeadDim>::kNWarps * 32, kSmemBytes, stream>>>(*p);
     return flash_launch_status("kernel08_final");
-}
-
-/* The tile set follows the GPU the launch will run on: Hopper's where it is one. */
-template <typename T, int kHeadDim>
-static int launch(const flash_problem *p, cudaStream_t stream) {
-    int device = 0, major = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    if (err != cudaSuccess)
-        return flash_set_error(FLASH_E_CUDA, "kernel08_final: no current device: %s", cudaGetErrorString(err));
-    return major >= 9 ? launch_tiles<T, kHeadDim, true>(p, device, stream) : launch_tiles<T, kHeadDim, false>(p, device, stream);
 }
 
 extern "C" int flash_forward_kernel08(const flash_problem *p, cudaStream_t stream) {

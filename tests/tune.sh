@@ -22,7 +22,7 @@ build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or not
     tag="d${d}_$(echo "$shape" | tr ',' '_')"
     local obj="$T/kernel08_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
     # nvcc splits -D values at commas, so the shape travels in a forced include instead.
-    printf "#define FLASH_TILE_D%s %s\n#define FLASH_TILE_D%s_SM90 %s\n" "$d" "$shape" "$d" "$shape" >"$hdr"
+    printf "#define FLASH_TILE_D%s %s\n" "$d" "$shape" >"$hdr"
     if ! $NVCC -O3 -std=c++17 $ARCH -Icommon -Xcompiler -fPIC -Xptxas -v -include "$hdr" \
             -c kernel08_final/kernel.cu -o "$obj" 2>"$T/ptxas_$tag.txt"; then
         echo "tune: $tag does not compile: $(grep -m1 error "$T/ptxas_$tag.txt")" >&2; return
