@@ -34,7 +34,7 @@
  * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
- * Measured:  (filled in from the benchmark below)
+ * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit f0d8376): 339.5 TFLOP/s (97% of FA2), 1.16x stage 07; causal 322.6 (100% of FA2).
  * Run:       make kernel08 && ./run
  */
 #include "flash_internal.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables from a benchmark CSV (the one plots/plot.py draws), pasted between markers in
-README.md and docs/: `<!-- RESULTS -->` ... `<!-- /RESULTS -->` and `<!-- MEASURED:NN -->` ...
-`<!-- /MEASURED -->`. The numbers come from the CSV alone, so the prose never carries a number
+README.md and docs/: `<!-- RESULTS -->` ... `<!-- /RESULTS -->`, `<!-- MEASURED:NN -->` ...
+`<!-- /MEASURED -->` and `<!-- PEAK -->` ... `<!-- /PEAK -->`. The numbers come from the CSV alone, so the prose never carries a number
 the harness did not write.
 
 Usage: python3 plots/results_md.py plots/nvidia_h200.csv [--write]   (without --write: print)
@@ -98,6 +98,21 @@ def replace_block(text, start, end, body):
         return text.replace(start, block)
     return text
 
+def peak_line(results):
+    """The mma.sync ceiling and what FA2, the last stage and cuDNN reach of it at the headline."""
+    peak = results.peak()
+    if not peak:
+        return None
+    parts = []
+    last = results.stages[-1] if results.stages else None
+    for kernel, label in (("fa2", "FA2"), (last, f"stage {last[-2:]}" if last else ""), ("cudnn", "cuDNN")):
+        t = tf(results, kernel, key(HEADLINE, 0))[0] if kernel else None
+        if t:
+            parts.append(f"{label} {fmt(t)} ({100 * t / peak:.0f} %)")
+    return (f"`./run --peak` on the {results.gpu_label()}, in the benchmark session: **{fmt(peak)} TFLOP/s** "
+            f"(mma.sync m16n8k16 bf16, f32 accumulate, registers only). On the headline problem in the same "
+            f"session: " + ", ".join(parts) + ".")
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -134,6 +149,8 @@ def main():
             if nn not in ("00",):
                 body = ladder + "\n\n" + body if body else ladder
             new = replace_block(new, f"<!-- MEASURED:{nn} -->", "<!-- /MEASURED -->", body)
+        if "<!-- PEAK -->" in new and peak_line(results):
+            new = replace_block(new, "<!-- PEAK -->", "<!-- /PEAK -->", peak_line(results))
         if new != text:
             open(path, "w").write(new)
     return 0
