@@ -11,7 +11,7 @@
  *              two m-tiles of accumulators, so its fragments are re-read per k-slice;
  *            - tiles per head_dim (Tile<> below, chosen with `make tune`): 128 query rows and 4
  *              warps, two blocks per SM; 32 keys per tile for d128 and 64 for d64, the widest
- *              that fit 255 registers without a spill;
+ *              that fit 255 registers without a spill on both sm_80 and sm_90;
  *            - a software pipeline: the P V product of tile j + 1 runs during the softmax of
  *              tile j, so each warp has mma to issue while its max, exp2 and sums wait on each
  *              other; V trails K by one tile;
@@ -320,8 +320,9 @@ flash_fwd_kernel(const flash_problem p) {
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
     extern __shared__ __align__(128) unsigned char smem[];
-    /* Two K/V buffers: tile j lives in buffer j % 2, so the copy of tile j - 1 can run during all
-     * of tile j's math, and one barrier per tile suffices. */
+    /* Two K/V buffers: K_j and V_j live in buffer j % 2, so the copies of K_{j-1} and V_j run
+     * during all of iteration j's math (which reads K_j and V_{j+1}), and one barrier per tile
+     * suffices. */
     T *sQ = reinterpret_cast<T *>(smem);  // Q_i  [kBlockM, kHeadDim], read every tile; later O
     T *sK = sQ + kBlockM * kHeadDim;      // K_j  [2][kBlockN, kHeadDim], buffer b at + 2 b kBlockN rows
     T *sV = sK + kBlockN * kHeadDim;      // V_j  [2][kBlockN, kHeadDim], interleaved with K
