@@ -15,8 +15,9 @@
  *            - a software pipeline: the P V product of tile j + 1 runs during the softmax of
  *              tile j, so each warp has mma to issue while its max, exp2 and sums wait on each
  *              other; V trails K by one tile;
- *            - two K/V buffers: the copies of K_{j-1} and V_j run during all of tile j's math, and
- *              one barrier per tile replaces the two of stage 07;
+ *            - a ring of four K/V slots filled two tiles at a time: the copies of the next two
+ *              tiles run during two tiles' math, and one barrier per two tiles replaces the two
+ *              barriers per tile of stage 07;
  *            - shared memory above 48 KiB (dynamic, cudaFuncSetAttribute), registers capped with
  *              __launch_bounds__ and no spills;
  *            - K/V tiles visited last to first: the tiles that need a mask (the sequence tail, the
@@ -29,7 +30,7 @@
  * Changed:   Tile<kHeadDim> replaces the fixed 64 x 64 x 4 warps; each per-row quantity gains an
  *            m-tile index; Q fragments are loaded per k-slice; the loop body is split into tile
  *            functions (qk_tile, mask_tile, softmax_tile, rescale_o, pv_tile) so that it can be
- *            pipelined; K/V are double-buffered with one barrier per tile; shared memory is
+ *            pipelined; K/V go through a ring of four slots with one barrier per two tiles; shared memory is
  *            dynamic; the main loop runs n_block downwards with a masked / unmasked split.
  * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
@@ -173,7 +174,7 @@ __device__ __forceinline__ void load_full_tile(uint32_t smem_base, const T *src,
 /* S = Q_i K^T for one K tile: [kMTiles * 16, kNTilesS * 8] per warp. The Q fragments of a k16 slice
  * are read once per slice, and each ldmatrix.x4 of K (two n8 tiles) feeds the mma of every m-tile.
  * The loops are fully unrolled: the compiler hoists the loads ahead of the mma that need them.
- * k_rows is the K tile's first row in shared memory (its buffer). */
+ * k_rows is the K tile's first row in shared memory (its slot). */
 template <typename T, int kHeadDim, int kMTiles, int kNTilesS>
 __device__ __forceinline__ void qk_tile(float (&acc_s)[kMTiles][kNTilesS][4], const LdsmBases<kHeadDim> &q_bases,
                                         const LdsmBases<kHeadDim> &k_bases, int warp_row0, int k_rows) {
@@ -304,7 +305,9 @@ __device__ __forceinline__ void pv_tile(float (&acc_o)[kMTiles][kHeadDim / 8][4]
         }
 }
 
-template <typename T, int kHeadDim>
+/* kCopyTiles K/V tiles are copied per barrier (1 or 2; the launch picks the larger one whose
+ * shared memory fits kMinBlocks blocks on the SM). */
+template <typename T, int kHeadDim, int kCopyTiles>
 __global__ void __launch_bounds__(Tile<kHeadDim>::kNWarps * 32, Tile<kHeadDim>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p) {
     constexpr int kBlockM = Tile<kHeadDim>::kBlockM;  // query rows per block (Q_i)
@@ -320,13 +323,15 @@ flash_fwd_kernel(const flash_problem p) {
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
     extern __shared__ __align__(128) unsigned char smem[];
-    /* Two K/V buffers: K_j and V_j live in buffer j % 2, so the copies of K_{j-1} and V_j run
-     * during all of iteration j's math (which reads K_j and V_{j+1}), and one barrier per tile
-     * suffices. */
+    /* A ring of 2 kCopyTiles K/V slots: K_j and V_j live in slot j % kSlots. Copies go kCopyTiles
+     * tiles at a time, issued kCopyTiles tiles ahead of their use, so one barrier serves
+     * kCopyTiles tiles (see the main loop). */
+    static_assert(kCopyTiles == 1 || kCopyTiles == 2, "one or two tiles per copy");
+    constexpr int kSlots = 2 * kCopyTiles;
     T *sQ = reinterpret_cast<T *>(smem);  // Q_i  [kBlockM, kHeadDim], read every tile; later O
-    T *sK = sQ + kBlockM * kHeadDim;      // K_j  [2][kBlockN, kHeadDim], buffer b at + 2 b kBlockN rows
-    T *sV = sK + kBlockN * kHeadDim;      // V_j  [2][kBlockN, kHeadDim], interleaved with K
-    constexpr uint32_t kBufBytes = 2 * kBlockN * kHeadDim * sizeof(T);
+    T *sK = sQ + kBlockM * kHeadDim;      // K_j  [kSlots][kBlockN, kHeadDim], slot b at + 2 b kBlockN rows
+    T *sV = sK + kBlockN * kHeadDim;      // V_j  [kSlots][kBlockN, kHeadDim], interleaved with K
+    constexpr uint32_t kSlotBytes = 2 * kBlockN * kHeadDim * sizeof(T);
     const uint32_t sQ_u32 = smem_u32(sQ), sK_u32 = smem_u32(sK), sV_u32 = smem_u32(sV);
 
     /* Causal query tiles further down have more keys to visit: launch those first so that the
@@ -365,26 +370,36 @@ flash_fwd_kernel(const flash_problem p) {
 
     const CopyPlan<kHeadDim, kBlockM, kNThreads> q_plan = make_copy_plan<kHeadDim, kBlockM, kNThreads>(q_row_stride, sizeof(T));
     const CopyPlan<kHeadDim, kBlockN, kNThreads> kv_plan = make_copy_plan<kHeadDim, kBlockN, kNThreads>(kv_row_stride, sizeof(T));
-    /* sQ, sK and sV are one [kBlockM + 4 kBlockN, kHeadDim] array, and kBlockM, kBlockN are
+    /* sQ, sK and sV are one [kBlockM + 2 kSlots kBlockN, kHeadDim] array, and kBlockM, kBlockN are
      * multiples of 8: V's rows continue Q's with the same swizzle, so V is addressed from Q's
-     * bases at row offset kVRow0 (+ the buffer's rows), which saves four registers. */
+     * bases at row offset kVRow0 (+ the slot's rows), which saves four registers. */
     constexpr int kVRow0 = kBlockM + kBlockN;
     const LdsmBases<kHeadDim> q_bases = ldsm_bases_a<kHeadDim>(sQ_u32, lane);
     const LdsmBases<kHeadDim> k_bases = ldsm_bases_b<kHeadDim>(sK_u32, lane);
 
     /* Software pipeline: the P V product of tile j + 1 runs during the softmax of tile j, so each
      * warp has independent mma to issue while its max, exp2 and sums run. V therefore trails K by
-     * one tile: the loop's iteration j reads K_j and V_{j+1}, and copies K_{j-1} and V_j. */
+     * one tile: the loop's iteration j reads K_j and V_{j+1}. The prologue copies what the first
+     * copy-stage's iterations read besides the copy inside the loop: K_{n-1} .. K_{n-kCopyTiles}
+     * and V_{n-1} .. V_{n-kCopyTiles+1}. Only tile n - 1 may end past the sequence. */
     load_tile<T, kHeadDim, kBlockM, kNThreads>(sQ_u32, q + row0 * q_row_stride, q_plan, q_row_stride, p.seqlen_q - row0);
+    const int64_t tile_step = (int64_t)kBlockN * kv_row_stride;
     if (n_blocks > 0) {
         const int col_last = (n_blocks - 1) * kBlockN;
-        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + ((n_blocks - 1) & 1) * kBufBytes, k + col_last * kv_row_stride,
-                                                   kv_plan, kv_row_stride, p.seqlen_k - col_last);
+        const uint32_t slot = ((n_blocks - 1) % kSlots) * kSlotBytes;
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + slot, k + col_last * kv_row_stride, kv_plan, kv_row_stride,
+                                                   p.seqlen_k - col_last);
+        if (kCopyTiles == 2)
+            load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + slot, v + col_last * kv_row_stride, kv_plan, kv_row_stride,
+                                                       p.seqlen_k - col_last);
     }
+    if (kCopyTiles == 2 && n_blocks > 1)
+        load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + ((n_blocks - 2) % kSlots) * kSlotBytes,
+                                                        k + kv_plan.gmem_off + (int64_t)(n_blocks - 2) * tile_step, kv_plan, kv_row_stride);
     cp_async_commit();
-    /* This thread's first chunk of tile j, in elements from k (or v); one tile_step per tile. */
-    const int64_t tile_step = (int64_t)kBlockN * kv_row_stride;
-    int64_t kv_off = kv_plan.gmem_off + (int64_t)max(n_blocks - 1, 0) * tile_step;
+    /* This thread's first chunk of the first K tile of the next copy (tile n_block - kCopyTiles),
+     * in elements from k; V's tiles are found from it, one tile_step per tile. */
+    int64_t kv_off = kv_plan.gmem_off + (int64_t)(n_blocks - 1 - kCopyTiles) * tile_step;
 
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
@@ -411,25 +426,39 @@ flash_fwd_kernel(const flash_problem p) {
 
     for (int n_block = n_blocks - 1; n_block >= 0; --n_block) {
         const int col0 = n_block * kBlockN;
-        /* K_j and V_{j+1} (and Q_i, the first time) must have landed; the barrier also means every
-         * warp is done with K_{j+1} and V_{j+2}, whose buffers take K_{j-1} and V_j now. */
-        cp_async_wait<0>();
-        __syncthreads();
-        if (n_block > 0)
-            load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + ((n_block - 1) & 1) * kBufBytes, k + kv_off - tile_step,
-                                                            kv_plan, kv_row_stride);
-        if (n_block == n_blocks - 1)  // the last V tile may end past the sequence
-            load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + (n_block & 1) * kBufBytes, v + col0 * kv_row_stride, kv_plan,
-                                                       kv_row_stride, p.seqlen_k - col0);
-        else
-            load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + (n_block & 1) * kBufBytes, v + kv_off, kv_plan, kv_row_stride);
-        kv_off -= tile_step;
-        cp_async_commit();
+        /* A copy stage starts every kCopyTiles iterations, from the first. Its tiles K_j ..
+         * K_{j-kCopyTiles+1} and V_{j+1} .. V_{j-kCopyTiles+2} (and Q_i, the first time) must have
+         * landed; the barrier also means every warp is done with the previous stage's tiles, whose
+         * slots now take the next stage's: K_{j-kCopyTiles} .. K_{j-2 kCopyTiles+1} and
+         * V_{j-kCopyTiles+1} .. V_{j-2 kCopyTiles+2}. Those have a whole stage to land. */
+        if ((n_blocks - 1 - n_block) % kCopyTiles == 0) {
+            cp_async_wait<0>();
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < kCopyTiles; ++i) {
+                const int j = n_block - kCopyTiles - i;
+                if (j >= 0)
+                    load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + (j % kSlots) * kSlotBytes, k + kv_off - i * tile_step,
+                                                                    kv_plan, kv_row_stride);
+            }
+#pragma unroll
+            for (int i = 0; i < kCopyTiles; ++i) {
+                const int j = n_block - kCopyTiles + 1 - i;
+                const T *src = v + kv_off + (1 - i) * tile_step;
+                if (kCopyTiles == 1 && j == n_blocks - 1)  // the last V tile may end past the sequence
+                    load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + (j % kSlots) * kSlotBytes, v + j * kBlockN * kv_row_stride,
+                                                               kv_plan, kv_row_stride, p.seqlen_k - j * kBlockN);
+                else if (j >= 0)
+                    load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + (j % kSlots) * kSlotBytes, src, kv_plan, kv_row_stride);
+            }
+            kv_off -= kCopyTiles * tile_step;
+            cp_async_commit();
+        }
 
         /* O *= alpha of tile j + 1 before its P V is added below (on the first tile, alpha = 1). */
         rescale_o<kHeadDim>(acc_o, alpha);
         float acc_s[kMTiles][kNTilesS][4];
-        qk_tile<T, kHeadDim>(acc_s, q_bases, k_bases, warp_row0, (n_block & 1) * 2 * kBlockN);
+        qk_tile<T, kHeadDim>(acc_s, q_bases, k_bases, warp_row0, (n_block % kSlots) * 2 * kBlockN);
         if (n_block >= n_masked) mask_tile(acc_s, row0, col0, p, diag);
 
         if (n_block == n_blocks - 1) {
@@ -439,7 +468,7 @@ flash_fwd_kernel(const flash_problem p) {
              * so the compiler is free to interleave their instructions. */
             uint32_t p_next[kMTiles][kKStepsPV][4];
             softmax_tile<T>(acc_s, m, l, alpha, p_next, scale_log2);
-            pv_tile<T, kHeadDim>(acc_o, p_frag, q_bases, kVRow0 + ((n_block + 1) & 1) * 2 * kBlockN);
+            pv_tile<T, kHeadDim>(acc_o, p_frag, q_bases, kVRow0 + ((n_block + 1) % kSlots) * 2 * kBlockN);
 #pragma unroll
             for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -448,7 +477,7 @@ flash_fwd_kernel(const flash_problem p) {
                     for (int r = 0; r < 4; ++r) p_frag[mt][kk][r] = p_next[mt][kk][r];
         }
     }
-    /* The last P V: V_0 was copied during the last iteration. */
+    /* The last P V: V_0 was in the last copy, which no barrier has waited for yet. */
     if (n_blocks > 0) {
         cp_async_wait<0>();
         __syncthreads();
@@ -507,32 +536,63 @@ flash_fwd_kernel(const flash_problem p) {
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-template <typename T, int kHeadDim>
-static int launch(const flash_problem *p, cudaStream_t stream) {
-    constexpr int kBlockM = Tile<kHeadDim>::kBlockM, kBlockN = Tile<kHeadDim>::kBlockN;
-    constexpr int kSmemBytes = (kBlockM + 4 * kBlockN) * kHeadDim * (int)sizeof(T);
+/* Shared memory of one block: Q_i and 2 kCopyTiles K/V slots. */
+template <typename T, int kHeadDim, int kCopyTiles>
+constexpr int smem_bytes() {
+    return (Tile<kHeadDim>::kBlockM + 4 * kCopyTiles * Tile<kHeadDim>::kBlockN) * kHeadDim * (int)sizeof(T);
+}
+
+template <typename T, int kHeadDim, int kCopyTiles>
+static int launch(const flash_problem *p, cudaStream_t stream, bool *opted_in) {
+    constexpr int kBlockM = Tile<kHeadDim>::kBlockM;
+    constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCopyTiles>();
     /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and
      * device. Doing it on every call would put a host API call between the caller's start event
-     * and the kernel; the flags remember which devices are done (a repeated opt-in from two
-     * threads is harmless). Devices past the table opt in every time. */
-    constexpr int kMaxDevices = 64;
-    static bool opted_in[kMaxDevices];
-    if (kSmemBytes > 48 * 1024) {
-        int device = 0;
-        cudaError_t err = cudaGetDevice(&device);
+     * and the kernel; the flag remembers that this device is done (a repeated opt-in from two
+     * threads is harmless). */
+    if (kSmemBytes > 48 * 1024 && !(opted_in && *opted_in)) {
+        const cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCopyTiles>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
-            return flash_set_error(FLASH_E_CUDA, "kernel08_final: no current device: %s", cudaGetErrorString(err));
-        if (!(device < kMaxDevices && opted_in[device])) {
-            err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-            if (err != cudaSuccess)
-                return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
-                                       cudaGetErrorString(err));
-            if (device < kMaxDevices) opted_in[device] = true;
-        }
+            return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
+                                   cudaGetErrorString(err));
+        if (opted_in) *opted_in = true;
     }
     const dim3 grid((p->seqlen_q + kBlockM - 1) / kBlockM, p->heads_q, p->batch);
-    flash_fwd_kernel<T, kHeadDim><<<grid, Tile<kHeadDim>::kNWarps * 32, kSmemBytes, stream>>>(*p);
+    flash_fwd_kernel<T, kHeadDim, kCopyTiles><<<grid, Tile<kHeadDim>::kNWarps * 32, kSmemBytes, stream>>>(*p);
     return flash_launch_status("kernel08_final");
+}
+
+/* Two tiles per copy halve the barriers but double the K/V slots: 96 KiB per block at D = 128.
+ * Two such blocks fit a Hopper SM (228 KiB of shared memory), not an A100's (164 KiB) or an RTX
+ * 30xx/40xx's (100 KiB), where two tiles per copy would cost a block per SM; those get one tile
+ * per copy. The choice is made once per device, from its shared memory per SM. Devices past the
+ * table query it every time. FLASH_COPY_TILES forces one (tests run the Ampere path on Hopper). */
+template <typename T, int kHeadDim>
+static int launch(const flash_problem *p, cudaStream_t stream) {
+    constexpr int kMaxDevices = 64;
+    static int copy_tiles[kMaxDevices];  // 0 until known
+    static bool opted_in[2][kMaxDevices];
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel08_final: no current device: %s", cudaGetErrorString(err));
+    const bool cached = device < kMaxDevices;
+    int tiles = cached ? copy_tiles[device] : 0;
+    if (tiles == 0) {
+#ifdef FLASH_COPY_TILES
+        tiles = FLASH_COPY_TILES;
+#else
+        int smem_per_sm = 0;
+        err = cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+        if (err != cudaSuccess)
+            return flash_set_error(FLASH_E_CUDA, "kernel08_final: shared memory per SM unknown: %s", cudaGetErrorString(err));
+        /* The driver reserves 1 KiB of shared memory per block. */
+        tiles = Tile<kHeadDim>::kMinBlocks * (smem_bytes<T, kHeadDim, 2>() + 1024) <= smem_per_sm ? 2 : 1;
+#endif
+        if (cached) copy_tiles[device] = tiles;
+    }
+    if (tiles == 2) return launch<T, kHeadDim, 2>(p, stream, cached ? &opted_in[1][device] : nullptr);
+    return launch<T, kHeadDim, 1>(p, stream, cached ? &opted_in[0][device] : nullptr);
 }
 
 extern "C" int flash_forward_kernel08(const flash_problem *p, cudaStream_t stream) {

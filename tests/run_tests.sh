@@ -55,11 +55,13 @@ suite instructions bash tests/test_instructions.sh
 if build/allstages --gpu-slug >/dev/null 2>&1; then
     suite gpu_matrix build/allstages --stage all --matrix
     suite sanitizer bash tests/test_sanitizer.sh build/allstages
+    suite copy_tiles_1 bash tests/test_copy_tiles.sh
 else
     echo "== gpu"
     echo "SKIP: GPU correctness matrix: no CUDA device here (run make test on a GPU machine)"
     echo "SKIP: compute-sanitizer memcheck/racecheck/synccheck: no CUDA device here"
-    skip=$((skip + 2))
+    echo "SKIP: stage 08 with one K/V tile per copy (the Ampere path): no CUDA device here"
+    skip=$((skip + 3))
 fi
 
 echo
