@@ -11,8 +11,8 @@
  *            for V, and no 16-bit loads with shifts and ORs to rebuild V's register pairs.
  * Bottleneck: global -> shared copies still go through registers, and every thread waits for its
  *            loads before the block can compute; the tiles still have 8-way bank conflicts.
- * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit f0d8376): 55.7 TFLOP/s (16% of FA2), 1.00x stage 02: both are bound by the same conflicting
- *            shared-memory wavefronts (docs/03_ldmatrix.md); causal 54.3.
+ * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 55.8 TFLOP/s (16% of FA2), 1.00x stage 02: both are bound by the same conflicting
+ *            shared-memory wavefronts (docs/03_ldmatrix.md); causal 54.4.
  * Run:       make kernel03 && ./run
  */
 #include "flash_internal.h"

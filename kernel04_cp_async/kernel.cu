@@ -12,7 +12,7 @@
  *            the Q fragments are in registers) instead of scattering 4-byte stores.
  * Bottleneck: bank conflicts. The copies land in, and ldmatrix reads from, rows whose 16-byte
  *            chunks at the same column all sit in the same four banks: 8-way conflicts.
- * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit f0d8376): 57.4 TFLOP/s (16% of FA2), 1.03x stage 03; causal 55.9.
+ * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 57.4 TFLOP/s (17% of FA2), 1.03x stage 03; causal 55.8.
  * Run:       make kernel04 && ./run
  */
 #include "flash_internal.h"

@@ -11,8 +11,8 @@
  *            writes, the ldmatrix reads and the O staging all follow the same layout.
  * Bottleneck: the block still loads K_j and V_j, waits, and only then computes: copy latency and
  *            compute alternate instead of overlapping.
- * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit f0d8376): 245.6 TFLOP/s (70% of FA2), 4.3x stage 04; load bank conflicts 7.5 G -> 56 k
- *            (ncu); causal 229.7.
+ * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 242.2 TFLOP/s (71% of FA2), 4.22x stage 04; load bank conflicts 7.5 G -> 56 k
+ *            (ncu); causal 228.1.
  * Run:       make kernel05 && ./run
  */
 #include "flash_internal.h"

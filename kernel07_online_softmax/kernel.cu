@@ -15,7 +15,7 @@
  * Bottleneck: the tiles and the launch shape are still the textbook 64 x 64 with 4 warps and 48 KiB
  *            of shared memory, chosen for readability, not for the card; masks are tested on every
  *            tile, and index arithmetic is recomputed inside the loop.
- * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit f0d8376): 292.9 TFLOP/s (84% of FA2), 1.13x stage 06; causal 270.6.
+ * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 281.9 TFLOP/s (82% of FA2), 1.12x stage 06; causal 260.1.
  * Run:       make kernel07 && ./run
  */
 #include "flash_internal.h"

@@ -15,9 +15,10 @@
  *            - a software pipeline: the P V product of tile j + 1 runs during the softmax of
  *              tile j, so each warp has mma to issue while its max, exp2 and sums wait on each
  *              other; V trails K by one tile;
- *            - a ring of four K/V slots filled two tiles at a time: the copies of the next two
- *              tiles run during two tiles' math, and one barrier per two tiles replaces the two
- *              barriers per tile of stage 07;
+ *            - a ring of K/V slots filled kCopyTiles tiles at a time: the copies of the next
+ *              tiles run during the math of as many, and one barrier per kCopyTiles tiles replaces
+ *              the two per tile of stage 07; two tiles where two blocks' ring fits the SM's shared
+ *              memory (Hopper), one elsewhere (A100, RTX 30xx/40xx), picked at the first launch;
  *            - shared memory above 48 KiB (dynamic, cudaFuncSetAttribute), registers capped with
  *              __launch_bounds__ and no spills;
  *            - K/V tiles visited last to first: the tiles that need a mask (the sequence tail, the
@@ -30,12 +31,13 @@
  * Changed:   Tile<kHeadDim> replaces the fixed 64 x 64 x 4 warps; each per-row quantity gains an
  *            m-tile index; Q fragments are loaded per k-slice; the loop body is split into tile
  *            functions (qk_tile, mask_tile, softmax_tile, rescale_o, pv_tile) so that it can be
- *            pipelined; K/V go through a ring of four slots with one barrier per two tiles; shared memory is
- *            dynamic; the main loop runs n_block downwards with a masked / unmasked split.
+ *            pipelined; K/V go through a ring of 2 kCopyTiles slots with one barrier per copy;
+ *            shared memory is dynamic; the main loop runs n_block downwards with a masked /
+ *            unmasked split.
  * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
- * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit f0d8376): 339.5 TFLOP/s (97% of FA2), 1.16x stage 07; causal 322.6 (100% of FA2).
+ * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 339.1 TFLOP/s (99% of FA2), 1.20x stage 07; causal 319.3 (101% of FA2).
  * Run:       make kernel08 && ./run
  */
 #include "flash_internal.h"
