@@ -84,6 +84,21 @@ __device__ __forceinline__ uint32_t ldsm_addr_b(const T *smem, int row, int col,
     return smem_u32(&smem[smem_idx<kHeadDim>(row + lane % 8 + (lane / 16) * 8, col + ((lane / 8) % 2) * 8)]);
 }
 
+/* A query tile whose rows all see no key (causal, seqlen_q - seqlen_k >= kBlockM) has nothing to
+ * compute: FlashAttention-2 writes its O rows as zeros and its LSE as +inf, and loads nothing. The
+ * block returns right after this, before its first copy or barrier, so it never touches shared
+ * memory (a block that staged O over a Q tile still in flight would race with its own copies). */
+template <typename T, int kHeadDim, int kRows, int kNThreads>
+__device__ __forceinline__ void store_empty_tile(T *o, int64_t row_stride, int valid_rows, float *lse) {
+    constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
+    for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kNThreads) {
+        const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+        if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
+    }
+    if (lse)
+        for (int row = threadIdx.x; row < min(kRows, valid_rows); row += kNThreads) lse[row] = INFINITY;
+}
+
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kNThreads, 1)
 flash_fwd_kernel(const flash_problem p) {
@@ -117,6 +132,11 @@ flash_fwd_kernel(const flash_problem p) {
     int n_end = p.seqlen_k;
     if (p.causal) n_end = min(n_end, max(0, row0 + kBlockM + diag));
     const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
+    if (n_blocks == 0) {
+        store_empty_tile<T, kHeadDim, kBlockM, kNThreads>(o + row0 * q_row_stride, q_row_stride, p.seqlen_q - row0,
+                                                          p.lse ? p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0 : nullptr);
+        return;
+    }
 
     /* The two rows this thread holds in every accumulator: c[0..1] in row g, c[2..3] in g + 8. */
     const int warp_row0 = warp * kRowsPerWarp;

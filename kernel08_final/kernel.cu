@@ -46,6 +46,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <atomic>
+
 /* ---------------------------------------------------------------------------------------------
  * Tile configuration
  * ------------------------------------------------------------------------------------------- */
@@ -307,6 +309,21 @@ __device__ __forceinline__ void pv_tile(float (&acc_o)[kMTiles][kHeadDim / 8][4]
         }
 }
 
+/* A query tile whose rows all see no key (causal, seqlen_q - seqlen_k >= kBlockM) has nothing to
+ * compute: FlashAttention-2 writes its O rows as zeros and its LSE as +inf, and loads nothing. The
+ * block returns right after this, before its first copy or barrier, so it never touches shared
+ * memory (a block that staged O over a Q tile still in flight would race with its own copies). */
+template <typename T, int kHeadDim, int kRows, int kNThreads>
+__device__ __forceinline__ void store_empty_tile(T *o, int64_t row_stride, int valid_rows, float *lse) {
+    constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
+    for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kNThreads) {
+        const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+        if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
+    }
+    if (lse)
+        for (int row = threadIdx.x; row < min(kRows, valid_rows); row += kNThreads) lse[row] = INFINITY;
+}
+
 /* kCopyTiles K/V tiles are copied per barrier (1 or 2; the launch picks the larger one whose
  * shared memory fits kMinBlocks blocks on the SM). */
 template <typename T, int kHeadDim, int kCopyTiles>
@@ -360,6 +377,11 @@ flash_fwd_kernel(const flash_problem p) {
     int n_end = p.seqlen_k;
     if (p.causal) n_end = min(n_end, max(0, row0 + kBlockM + diag));
     const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
+    if (n_blocks == 0) {
+        store_empty_tile<T, kHeadDim, kBlockM, kNThreads>(o + row0 * q_row_stride, q_row_stride, p.seqlen_q - row0,
+                                                          p.lse ? p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0 : nullptr);
+        return;
+    }
     /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
      * diagonal of this tile's first row; the tiles below it need no mask at all. */
     int n_masked = p.seqlen_k / kBlockN;
@@ -386,15 +408,13 @@ flash_fwd_kernel(const flash_problem p) {
      * and V_{n-1} .. V_{n-kCopyTiles+1}. Only tile n - 1 may end past the sequence. */
     load_tile<T, kHeadDim, kBlockM, kNThreads>(sQ_u32, q + row0 * q_row_stride, q_plan, q_row_stride, p.seqlen_q - row0);
     const int64_t tile_step = (int64_t)kBlockN * kv_row_stride;
-    if (n_blocks > 0) {
-        const int col_last = (n_blocks - 1) * kBlockN;
-        const uint32_t slot = ((n_blocks - 1) % kSlots) * kSlotBytes;
-        load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + slot, k + col_last * kv_row_stride, kv_plan, kv_row_stride,
+    const int col_last = (n_blocks - 1) * kBlockN;
+    const uint32_t slot_last = ((n_blocks - 1) % kSlots) * kSlotBytes;
+    load_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + slot_last, k + col_last * kv_row_stride, kv_plan, kv_row_stride,
+                                               p.seqlen_k - col_last);
+    if (kCopyTiles == 2)
+        load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + slot_last, v + col_last * kv_row_stride, kv_plan, kv_row_stride,
                                                    p.seqlen_k - col_last);
-        if (kCopyTiles == 2)
-            load_tile<T, kHeadDim, kBlockN, kNThreads>(sV_u32 + slot, v + col_last * kv_row_stride, kv_plan, kv_row_stride,
-                                                       p.seqlen_k - col_last);
-    }
     if (kCopyTiles == 2 && n_blocks > 1)
         load_full_tile<T, kHeadDim, kBlockN, kNThreads>(sK_u32 + ((n_blocks - 2) % kSlots) * kSlotBytes,
                                                         k + kv_plan.gmem_off + (int64_t)(n_blocks - 2) * tile_step, kv_plan, kv_row_stride);
@@ -480,12 +500,10 @@ flash_fwd_kernel(const flash_problem p) {
         }
     }
     /* The last P V: V_0 was in the last copy, which no barrier has waited for yet. */
-    if (n_blocks > 0) {
-        cp_async_wait<0>();
-        __syncthreads();
-        rescale_o<kHeadDim>(acc_o, alpha);
-        pv_tile<T, kHeadDim>(acc_o, p_frag, q_bases, kVRow0);
-    }
+    cp_async_wait<0>();
+    __syncthreads();
+    rescale_o<kHeadDim>(acc_o, alpha);
+    pv_tile<T, kHeadDim>(acc_o, p_frag, q_bases, kVRow0);
 
     /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
      * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
@@ -499,10 +517,7 @@ flash_fwd_kernel(const flash_problem p) {
             inv_l[mt][h] = (l[mt][h] > 0.0f) ? 1.0f / l[mt][h] : 0.0f;
         }
     /* Stage this warp's rows of O in sQ: the warp only ever read its own rows of Q_i, and its last
-     * read of them (the last Q K^T) is behind it, so no other warp can still need them. A block
-     * with no K/V tile at all (causal, seqlen_q > seqlen_k) never waited for its Q copy: wait for
-     * it here, or it could land on top of the zeros staged below. */
-    cp_async_wait<0>();
+     * read of them (the last Q K^T) is behind it, so no other warp can still need them. */
     T *sO = sQ;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
@@ -544,21 +559,30 @@ constexpr int smem_bytes() {
     return (Tile<kHeadDim>::kBlockM + 4 * kCopyTiles * Tile<kHeadDim>::kBlockN) * kHeadDim * (int)sizeof(T);
 }
 
+/* Two facts a launch needs once per device: how many tiles per copy (below), and that the kernel
+ * may use more than 48 KiB of shared memory. The library can be called from several host threads
+ * at once, so each is an atomic, 0 until known: a thread that reads 0 does the (idempotent) work
+ * itself and publishes the result with a release store; a thread that reads it with an acquire
+ * load knows the work is done. After the first call of a device that is two loads per call, so
+ * nothing is added to the caller's timed launch. Devices past kMaxDevices ask every time. */
+constexpr int kMaxDevices = 64;
+
 template <typename T, int kHeadDim, int kCopyTiles>
-static int launch(const flash_problem *p, cudaStream_t stream, bool *opted_in) {
+static int launch(const flash_problem *p, cudaStream_t stream, int device) {
     constexpr int kBlockM = Tile<kHeadDim>::kBlockM;
     constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCopyTiles>();
-    /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and
-     * device. Doing it on every call would put a host API call between the caller's start event
-     * and the kernel; the flag remembers that this device is done (a repeated opt-in from two
-     * threads is harmless). */
-    if (kSmemBytes > 48 * 1024 && !(opted_in && *opted_in)) {
+    /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device.
+     * Doing it on every call would put a host API call between the caller's start event and the
+     * kernel. */
+    static std::atomic<bool> opted_in[kMaxDevices];
+    const bool cached = device < kMaxDevices;
+    if (kSmemBytes > 48 * 1024 && !(cached && opted_in[device].load(std::memory_order_acquire))) {
         const cudaError_t err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCopyTiles>,
                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel08_final: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
-        if (opted_in) *opted_in = true;
+        if (cached) opted_in[device].store(true, std::memory_order_release);
     }
     const dim3 grid((p->seqlen_q + kBlockM - 1) / kBlockM, p->heads_q, p->batch);
     flash_fwd_kernel<T, kHeadDim, kCopyTiles><<<grid, Tile<kHeadDim>::kNWarps * 32, kSmemBytes, stream>>>(*p);
@@ -568,18 +592,16 @@ static int launch(const flash_problem *p, cudaStream_t stream, bool *opted_in) {
 /* Two tiles per copy halve the barriers but double the K/V slots: 96 KiB per block at D = 128.
  * Two such blocks fit a Hopper SM (228 KiB of shared memory), not an A100's (164 KiB) or an RTX
  * 30xx/40xx's (100 KiB), where two tiles per copy would cost a block per SM; those get one tile
- * per copy. The choice is made once per device, from its shared memory per SM. Devices past the
- * table query it every time. FLASH_COPY_TILES forces one (tests run the Ampere path on Hopper). */
+ * per copy. The choice is made once per device, from its shared memory per SM. FLASH_COPY_TILES
+ * forces one (tests run the Ampere path on Hopper). */
 template <typename T, int kHeadDim>
 static int launch(const flash_problem *p, cudaStream_t stream) {
-    constexpr int kMaxDevices = 64;
-    static int copy_tiles[kMaxDevices];  // 0 until known
-    static bool opted_in[2][kMaxDevices];
+    static std::atomic<int> copy_tiles[kMaxDevices];  // 0 until known
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel08_final: no current device: %s", cudaGetErrorString(err));
     const bool cached = device < kMaxDevices;
-    int tiles = cached ? copy_tiles[device] : 0;
+    int tiles = cached ? copy_tiles[device].load(std::memory_order_acquire) : 0;
     if (tiles == 0) {
 #ifdef FLASH_COPY_TILES
         tiles = FLASH_COPY_TILES;
@@ -591,10 +613,10 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         /* The driver reserves 1 KiB of shared memory per block. */
         tiles = Tile<kHeadDim>::kMinBlocks * (smem_bytes<T, kHeadDim, 2>() + 1024) <= smem_per_sm ? 2 : 1;
 #endif
-        if (cached) copy_tiles[device] = tiles;
+        if (cached) copy_tiles[device].store(tiles, std::memory_order_release);
     }
-    if (tiles == 2) return launch<T, kHeadDim, 2>(p, stream, cached ? &opted_in[1][device] : nullptr);
-    return launch<T, kHeadDim, 1>(p, stream, cached ? &opted_in[0][device] : nullptr);
+    if (tiles == 2) return launch<T, kHeadDim, 2>(p, stream, device);
+    return launch<T, kHeadDim, 1>(p, stream, device);
 }
 
 extern "C" int flash_forward_kernel08(const flash_problem *p, cudaStream_t stream) {
