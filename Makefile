@@ -1,58 +1,115 @@
 # Flash attention from scratch, in CUDA C: build, test, benchmark, plot.
-# `make help` lists the targets.
+# `make help` lists the targets. Everything that depends on which stages exist reads the
+# kernelNN_name/ directories below; nothing lists them by hand.
 
-NVCC    ?= nvcc
-CC      ?= gcc
-PYTHON  ?= python3
-# Ampere (sm_80) for readers on A100/RTX 30xx, Hopper (sm_90) for the H100/H200 measurements.
-# Override, e.g. `make ARCH="-gencode arch=compute_89,code=sm_89"`.
-# With a GPU present, its own compute capability is added (e.g. sm_86 on an RTX 3090).
-comma   := ,
-GPU_CC  := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
-ARCH    ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-           $(if $(filter-out 80 90,$(GPU_CC)),-gencode arch=compute_$(GPU_CC)$(comma)code=sm_$(GPU_CC))
+# -- the toolkit ---------------------------------------------------------------------------------
+# nvcc from PATH, else where the CUDA Toolkit installs itself by default. `make NVCC=/path/to/nvcc`
+# picks another one. Its bin/ goes first on the PATH of every recipe, so that the tools that come
+# with it (cuobjdump, compute-sanitizer, ncu) are found too.
+NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(NVCC)))
+CC        ?= gcc
+PYTHON    ?= python3
+ifneq ($(CUDA_HOME),)
+export PATH := $(CUDA_HOME)/bin:$(PATH)
+endif
 
+# -- target GPUs ---------------------------------------------------------------------------------
+# Stages 01-08 are built for Ampere (sm_80: A100, and through it RTX 30xx/40xx) and Hopper (sm_90:
+# H100, H200), plus the present GPU's own architecture when nvidia-smi finds one. Override with
+# e.g. `make ARCH="-gencode arch=compute_89,code=sm_89"`; `make ARCH=here` builds for the present GPU
+# only (quicker, what the GPU tools use for builds that only run here). A stage whose header says
+# "Needs: sm_90a" is built for exactly that architecture, whatever ARCH says.
+comma        := ,
+GPU_CC       := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+ARCH_DEFAULT := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                $(if $(filter-out 80 90,$(GPU_CC)),-gencode arch=compute_$(GPU_CC)$(comma)code=sm_$(GPU_CC))
+ARCH_HERE    := $(if $(GPU_CC),-gencode arch=compute_$(GPU_CC)$(comma)code=sm_$(GPU_CC),$(ARCH_DEFAULT))
+ARCH         ?= $(ARCH_DEFAULT)
+ifeq ($(strip $(ARCH)),here)
+override ARCH := $(ARCH_HERE)
+endif
+
+# -- the stages ----------------------------------------------------------------------------------
+# A stage is a directory kernelNN_name/ with a kernel.cu whose header has a "Needs: sm_XX" line:
+# the architecture it is built for ("sm_80": that or newer; "sm_90a": exactly that).
+STAGE_DIRS   := $(patsubst %/kernel.cu,%,$(sort $(wildcard kernel[0-9][0-9]_*/kernel.cu)))
+STAGES       := $(foreach d,$(STAGE_DIRS),$(patsubst kernel%,%,$(firstword $(subst _, ,$(d)))))
+STAGE_DIR     = $(filter kernel$(1)_%,$(STAGE_DIRS))
+$(foreach s,$(STAGES),$(eval STAGE_ARCH_$(s) := $(shell sed -n 's/^ \* Needs: *\(sm_[0-9][0-9]*a\{0,1\}\).*/\1/p' \
+                                                         $(call STAGE_DIR,$(s))/kernel.cu | head -n 1)))
+STAGE_ARCH    = $(STAGE_ARCH_$(1))
+STAGE_GENCODE = $(if $(filter %a,$(call STAGE_ARCH,$(1))),-gencode arch=compute_$(patsubst sm_%,%,$(call STAGE_ARCH,$(1)))$(comma)code=$(call STAGE_ARCH,$(1)),$(ARCH))
+$(foreach s,$(STAGES),$(if $(call STAGE_ARCH,$(s)),,$(error $(call STAGE_DIR,$(s))/kernel.cu: its header has no "Needs: sm_XX" line)))
+# NN:dir:arch per stage, for the scripts under tests/ and tools/.
+STAGE_TABLE  := $(foreach s,$(STAGES),$(s):$(call STAGE_DIR,$(s)):$(call STAGE_ARCH,$(s)))
+ifneq ($(STAGES),$(shell seq -f '%02g' 1 $(words $(STAGES))))
+$(error the stage directories must be numbered 01, 02, ... without gaps or repeats; found: $(STAGE_DIRS))
+endif
+
+# -- flags: the one definition every build of the project uses, tools included --------------------
 BUILD   := build
+GEN     := $(BUILD)/gen
 # The commit stamped into CSV rows; a copy of the tree without .git passes COMMIT=... by hand.
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-STAGES  := 01 02 03 04 05 06 07 08
-STAGE_DIR = $(firstword $(wildcard kernel$(1)_*))
-EXISTING := $(foreach s,$(STAGES),$(if $(call STAGE_DIR,$(s)),$(s)))
+CFLAGS  := -std=c11 -O2 -Wall -Wextra -Icommon -I$(CUDA_HOME)/include -fPIC
+NVFLAGS := -O3 -std=c++17 -Icommon -Xcompiler -fPIC -Xptxas -warn-spills --expt-relaxed-constexpr
+LDLIBS  := -lcudart -lm
+# The scripts under tests/ and tools/ run from these recipes and take the definitions from here.
+export NVCC CUDA_HOME CC PYTHON ARCH ARCH_HERE BUILD NVFLAGS LDLIBS COMMIT STAGE_TABLE
 
-CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
-CFLAGS    := -std=c11 -O2 -Wall -Wextra -Icommon -I$(CUDA_HOME)/include -fPIC
-NVFLAGS   := -O3 -std=c++17 $(ARCH) -Icommon -Xcompiler -fPIC -Xptxas -warn-spills --expt-relaxed-constexpr
-LDLIBS    := -lcudart -lm
+COMMON_HEADERS := $(wildcard common/*.h common/*.cuh)
+HEADERS        := $(COMMON_HEADERS) $(wildcard harness/*.h)
+HARNESS_OBJ    := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(wildcard harness/*.c)) \
+                  $(patsubst harness/%.cu,$(BUILD)/harness/%.o,$(wildcard harness/*.cu))
+API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o
+STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
-HARNESS_C  := $(wildcard harness/*.c)
-HARNESS_CU := $(wildcard harness/*.cu)
-HARNESS_OBJ := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(HARNESS_C)) \
-               $(patsubst harness/%.cu,$(BUILD)/harness/%.o,$(HARNESS_CU))
-API_OBJ := $(BUILD)/common/flash_api.o
-HEADERS := $(wildcard common/*.h common/*.cuh harness/*.h)
-
-.PHONY: help all lib test bench reference plot clean tune sanitize diff sass sass-table profile grade \
-        $(addprefix kernel,$(STAGES))
+.PHONY: help all lib test bench reference plot tune clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
 
 help:
 	@echo "Flash attention from scratch: targets"
 	@echo "  make kernelNN       build build/kernelNN (stage NN) and point ./run at it, e.g. make kernel05 && ./run"
 	@echo "  make all            every stage binary, build/allstages and build/libflash.so"
 	@echo "  make lib            build/libflash.so with every stage (the C API of common/flash.h)"
-	@echo "  make test           CPU tests, instruction checks, and with a GPU the correctness matrix"
+	@echo "  make test           CPU tests, instruction checks, and with a GPU the correctness matrix and sanitizer"
 	@echo "  make bench          every stage on the headline problem and the sweep -> plots/<gpu>.csv"
 	@echo "  make reference      time FA2 and cuDNN through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
-	@echo "  make tune           time candidate tile shapes of stage 08 on this GPU (winner per head_dim, causal)"
+	@echo "  make tune           time candidate tile shapes of stage 08 on this GPU"
 	@echo "  make diff A=04 B=05  what stage B changed in kernel.cu relative to stage A"
 	@echo "  make sass K=05       registers/smem/spills, PTX and SASS instruction histograms (sass-table: every stage)"
 	@echo "  make profile K=05    ncu: tensor pipe, smem bank conflicts, occupancy, DRAM (needs ncu + GPU)"
 	@echo "  make sanitize        compute-sanitizer memcheck/racecheck/synccheck/initcheck on every stage"
-	@echo "  make grade K=05 SRC=f.cu  grade a student's stage (docs/assignments.md); make help-tools for details"
+	@echo "  make grade K=05 SRC=f.cu  grade a student's stage (docs/assignments.md)"
 	@echo "  make clean          remove build/ and ./run"
-	@echo "Variables: ARCH (nvcc -gencode flags; default sm_80 + sm_90), NVCC, PYTHON"
+	@echo "Variables: ARCH (nvcc -gencode flags, or 'here'; default sm_80 + sm_90), NVCC, PYTHON"
+	@echo "Stages: $(STAGE_DIRS)"
 
-$(BUILD)/common/%.o: common/%.c $(HEADERS)
+have-nvcc:
+	@test -n "$(NVCC)" || { echo "error: nvcc not found, neither on PATH nor in /usr/local/cuda/bin: install the" \
+	    "CUDA Toolkit, add its bin/ to PATH, or name it: make NVCC=/path/to/nvcc" >&2; exit 2; }
+
+# -- generated: the dispatcher's stage table and the library's export list -----------------------
+# Rewritten only when the text changes, so that editing a kernel does not rebuild the dispatcher.
+$(GEN)/stages.h: FORCE
+	@mkdir -p $(GEN)
+	@printf '%s\n' '/* Generated by the Makefile from the kernelNN_name directories: do not edit. */' \
+	    '#define FLASH_STAGE_LIST \' \
+	    $(foreach s,$(STAGES),'    FLASH_STAGE($(s), "$(call STAGE_DIR,$(s))", "$(call STAGE_ARCH,$(s))") \') '' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+# build/libflash.so exports the functions that common/flash.h declares and nothing else.
+$(GEN)/libflash.map: common/flash.h
+	@mkdir -p $(GEN)
+	@{ echo '{ global:'; sed -n 's/^[a-z ]*[ *]\(flash_[a-z_]*\)(.*/    \1;/p' $<; echo '  local: *; };'; } >$@
+
+# -- objects ---------------------------------------------------------------------------------------
+$(BUILD)/common/flash_api.o: common/flash_api.c $(GEN)/stages.h $(COMMON_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(GEN) -c $< -o $@
+
+$(BUILD)/common/%.o: common/%.c $(COMMON_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -60,37 +117,39 @@ $(BUILD)/harness/%.o: harness/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DFLASH_COMMIT=\"$(COMMIT)\" -c $< -o $@
 
-$(BUILD)/harness/%.o: harness/%.cu $(HEADERS)
+$(BUILD)/harness/%.o: harness/%.cu $(HEADERS) | have-nvcc
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) $(ARCH) -c $< -o $@
 
 # One object per stage; ptxas -v output is kept beside it for the spill check and `make sass`.
-$(BUILD)/kernel%.o: $(HEADERS)
+define STAGE_RULES
+$(BUILD)/kernel$(1).o: $(call STAGE_DIR,$(1))/kernel.cu $(COMMON_HEADERS) | have-nvcc
 	@mkdir -p $(BUILD)
-	$(NVCC) $(NVFLAGS) -Xptxas -v -c $(call STAGE_DIR,$*)/kernel.cu -o $@ 2> $(BUILD)/kernel$*.ptxas.txt \
-	  || { cat $(BUILD)/kernel$*.ptxas.txt; exit 1; }
-	@grep -v -e '^ptxas info' -e '^ptxas info *:' $(BUILD)/kernel$*.ptxas.txt | grep -v '^ *$$' | grep -v -e 'bytes stack frame' -e 'Used [0-9]* registers' -e 'Compiling entry' -e 'Function properties' >&2 || true
+	$(NVCC) $(NVFLAGS) $(call STAGE_GENCODE,$(1)) -Xptxas -v -c $$< -o $$@ 2>$(BUILD)/kernel$(1).ptxas.txt \
+	  || { cat $(BUILD)/kernel$(1).ptxas.txt; exit 1; }
+	@grep -v -e '^ptxas info' -e 'bytes stack frame' -e 'Used [0-9]* registers' -e 'Compiling entry' \
+	    -e 'Function properties' -e '^ *$$$$' $(BUILD)/kernel$(1).ptxas.txt >&2 || true
 
-# Stage objects depend on their own source too (the pattern rule above cannot name it).
-$(foreach s,$(EXISTING),$(eval $(BUILD)/kernel$(s).o: $(call STAGE_DIR,$(s))/kernel.cu))
+$(BUILD)/kernel$(1): $(BUILD)/kernel$(1).o $(HARNESS_OBJ) $(API_OBJ)
+	$(NVCC) $(ARCH) $$^ -o $$@ $(LDLIBS)
 
-$(BUILD)/kernel%: $(BUILD)/kernel%.o $(HARNESS_OBJ) $(API_OBJ)
+kernel$(1): $(BUILD)/kernel$(1)
+	ln -sf $(BUILD)/kernel$(1) run
+	@echo "./run now runs stage $(1) ($(call STAGE_DIR,$(1))); try ./run --help"
+endef
+$(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
+
+$(BUILD)/allstages: $(STAGE_OBJ) $(HARNESS_OBJ) $(API_OBJ)
 	$(NVCC) $(ARCH) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/allstages: $(foreach s,$(EXISTING),$(BUILD)/kernel$(s).o) $(HARNESS_OBJ) $(API_OBJ)
-	$(NVCC) $(ARCH) $^ -o $@ $(LDLIBS)
+$(BUILD)/libflash.so: $(STAGE_OBJ) $(API_OBJ) $(GEN)/libflash.map
+	$(NVCC) $(ARCH) -shared $(STAGE_OBJ) $(API_OBJ) -Xlinker --version-script=$(GEN)/libflash.map -o $@ $(LDLIBS)
 
-$(BUILD)/libflash.so: $(foreach s,$(EXISTING),$(BUILD)/kernel$(s).o) $(API_OBJ)
-	$(NVCC) $(ARCH) -shared $^ -o $@ $(LDLIBS)
-
-$(addprefix kernel,$(STAGES)): kernel%: $(BUILD)/kernel%
-	ln -sf $(BUILD)/kernel$* run
-	@echo "./run now runs stage $* ($(call STAGE_DIR,$*)); try ./run --help"
-
-all: $(foreach s,$(EXISTING),$(BUILD)/kernel$(s)) $(BUILD)/allstages $(BUILD)/libflash.so
+all: $(foreach s,$(STAGES),$(BUILD)/kernel$(s)) $(BUILD)/allstages $(BUILD)/libflash.so
 
 lib: $(BUILD)/libflash.so
 
+# -- test, bench, plot -----------------------------------------------------------------------------
 test: all
 	bash tests/run_tests.sh
 
@@ -99,15 +158,22 @@ GPU_SLUG = $(shell $(BUILD)/allstages --gpu-slug 2>/dev/null || echo unknown)
 bench: $(BUILD)/allstages
 	$(BUILD)/allstages --stage all --bench --csv plots/$(GPU_SLUG).csv
 
-tune: all
-	ARCH="$(ARCH)" NVCC="$(NVCC)" bash tests/tune.sh
-
 reference: $(BUILD)/allstages
-	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
+	$(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
 
 plot:
 	$(PYTHON) plots/plot.py plots/*.csv
 
+# Tuning times candidates on the GPU: without one it stops before compiling anything.
+tune:
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "make tune: no NVIDIA GPU answers here (nvidia-smi -L failed);" \
+	    "it times candidate tile shapes on the GPU, so run it on a machine with one" >&2; exit 2; }
+	@$(MAKE) --no-print-directory $(HARNESS_OBJ) $(API_OBJ)
+	bash tools/tune.sh
+
 clean:
 	rm -rf $(BUILD) run
+
+FORCE:
+
 include mk/tools.mk

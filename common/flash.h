@@ -13,7 +13,10 @@
  * causal (bottom-right aligned, as FlashAttention-2 >= 2.1) or not; heads_kv dividing heads_q
  * (GQA/MQA); 64-bit offsets. A row that attends to no key gets O = 0 and LSE = +inf.
  * Anything else returns FLASH_E_INVALID or FLASH_E_UNSUPPORTED; flash_strerror() then names the
- * parameter at fault.
+ * parameter at fault. A stage asked to run on a GPU it was not built for (stages 01-08 need sm_80
+ * or newer) returns FLASH_E_UNSUPPORTED naming the architecture it needs.
+ *
+ * These four functions are all that build/libflash.so exports.
  */
 #ifndef FLASH_H
 #define FLASH_H
@@ -39,7 +42,7 @@ typedef struct {
 enum {
     FLASH_OK = 0,
     FLASH_E_INVALID = 1,      /* a parameter is out of its domain (negative size, NULL pointer, ...) */
-    FLASH_E_UNSUPPORTED = 2,  /* valid, but outside what the stages implement (head_dim 96, ...) */
+    FLASH_E_UNSUPPORTED = 2,  /* valid, but outside what the stage implements (head_dim 96, this GPU, ...) */
     FLASH_E_CUDA = 3          /* a CUDA call or the kernel launch failed */
 };
 
@@ -51,8 +54,8 @@ int flash_forward(int stage, const flash_problem *p, cudaStream_t stream);
  * (or the CUDA error) at fault, e.g. "unsupported head_dim = 96 (supported: 64, 128)". */
 const char *flash_strerror(int code);
 
-int flash_stage_count(void);                /* 8 */
-const char *flash_stage_name(int stage);    /* "kernel05_swizzle"; NULL outside 1..8 */
+int flash_stage_count(void);                /* how many stages this library has */
+const char *flash_stage_name(int stage);    /* "kernel05_swizzle"; NULL outside 1..flash_stage_count() */
 
 #ifdef __cplusplus
 }

@@ -1,43 +1,44 @@
 /*
  * flash_api.c: the dispatcher behind flash.h. Validates a problem against the contract before any
- * device work, resolves the default softmax scale, and calls the stage's entry point.
+ * device work, checks that the GPU can run the stage, resolves the default softmax scale, and
+ * calls the stage's entry point.
  *
- * The stage entry points are weak references, so that build/kernel05 can link stage 05 alone
- * while build/libflash.so links all eight: a stage that is not linked in reads as NULL.
+ * The stages are not listed here: the Makefile writes build/gen/stages.h from the kernelNN_name
+ * directories, one FLASH_STAGE(number, name, arch) line each. Their entry points are weak
+ * references, so that build/kernel05 can link stage 05 alone while build/libflash.so links them
+ * all: a stage that is not linked in reads as NULL.
  */
 #include "flash_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#pragma weak flash_forward_kernel01
-#pragma weak flash_forward_kernel02
-#pragma weak flash_forward_kernel03
-#pragma weak flash_forward_kernel04
-#pragma weak flash_forward_kernel05
-#pragma weak flash_forward_kernel06
-#pragma weak flash_forward_kernel07
-#pragma weak flash_forward_kernel08
+#include "stages.h"
 
-static const char *const stage_names[FLASH_STAGES] = {
-    "kernel01_naive",    "kernel02_mma",       "kernel03_ldmatrix",       "kernel04_cp_async",
-    "kernel05_swizzle",  "kernel06_pipelined", "kernel07_online_softmax", "kernel08_final",
-};
+#define FLASH_STAGE(nn, name, arch) \
+    int flash_forward_kernel##nn(const flash_problem *p, cudaStream_t stream) __attribute__((weak));
+FLASH_STAGE_LIST
+#undef FLASH_STAGE
 
-static flash_stage_fn stage_fn(int stage) {
-    switch (stage) {
-    case 1: return flash_forward_kernel01;
-    case 2: return flash_forward_kernel02;
-    case 3: return flash_forward_kernel03;
-    case 4: return flash_forward_kernel04;
-    case 5: return flash_forward_kernel05;
-    case 6: return flash_forward_kernel06;
-    case 7: return flash_forward_kernel07;
-    case 8: return flash_forward_kernel08;
-    default: return NULL;
-    }
+typedef struct {
+    int number;          /* 5 */
+    const char *name;    /* "kernel05_swizzle" */
+    const char *arch;    /* "sm_80" */
+    flash_stage_fn fn;   /* NULL when not linked in */
+} stage_entry;
+
+#define FLASH_STAGE(nn, name, arch) {1##nn - 100, name, arch, flash_forward_kernel##nn},
+static const stage_entry stages[] = {FLASH_STAGE_LIST};
+#undef FLASH_STAGE
+enum { N_STAGES = sizeof stages / sizeof stages[0] };
+
+/* The entry of stage `stage`, or NULL. Stages are numbered 1..N without gaps (the Makefile refuses
+ * a tree with a gap), so the number is the index plus one. */
+static const stage_entry *stage_at(int stage) {
+    return (stage >= 1 && stage <= N_STAGES) ? &stages[stage - 1] : NULL;
 }
 
 static _Thread_local int last_code;
@@ -63,13 +64,40 @@ const char *flash_strerror(int code) {
     }
 }
 
-int flash_stage_count(void) { return FLASH_STAGES; }
+int flash_stage_count(void) { return N_STAGES; }
 
-const char *flash_stage_name(int stage) {
-    return (stage >= 1 && stage <= FLASH_STAGES) ? stage_names[stage - 1] : NULL;
+const char *flash_stage_name(int stage) { return stage_at(stage) ? stage_at(stage)->name : NULL; }
+
+const char *flash_stage_arch(int stage) { return stage_at(stage) ? stage_at(stage)->arch : NULL; }
+
+int flash_stage_available(int stage) { return stage_at(stage) && stage_at(stage)->fn; }
+
+/* The compute capability of each device (major * 10 + minor), 0 until asked. Atomic, because the
+ * library may be called from several host threads: a thread that reads 0 asks the driver itself
+ * (the answer is the same for everybody) and publishes it. */
+#define MAX_DEVICES 64
+static atomic_int device_cc[MAX_DEVICES];
+
+int flash_stage_supported(int stage) {
+    const stage_entry *e = stage_at(stage);
+    if (!e || !e->fn) return FLASH_OK;
+    int device = 0, cc = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess && device < MAX_DEVICES) cc = atomic_load_explicit(&device_cc[device], memory_order_relaxed);
+    if (err == cudaSuccess && cc == 0) {
+        int major = 0, minor = 0;
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+        cc = 10 * major + minor;
+        if (err == cudaSuccess && device < MAX_DEVICES) atomic_store_explicit(&device_cc[device], cc, memory_order_relaxed);
+    }
+    if (err != cudaSuccess)
+        return flash_set_error(FLASH_E_CUDA, "stage %02d (%s): cannot query the GPU: %s (%s)", stage, e->name,
+                               cudaGetErrorString(err), cudaGetErrorName(err));
+    char need[96];
+    if (flash_arch_runs_on(e->arch, cc, need, sizeof need)) return FLASH_OK;
+    return flash_set_error(FLASH_E_UNSUPPORTED, "stage %02d (%s) needs %s, this one is sm_%d", stage, e->name, need, cc);
 }
-
-int flash_stage_available(int stage) { return stage_fn(stage) != NULL; }
 
 int flash_launch_status(const char *stage) {
     cudaError_t err = cudaGetLastError();
@@ -125,15 +153,16 @@ int flash_validate(const flash_problem *p, int check_pointers) {
 }
 
 int flash_forward(int stage, const flash_problem *p, cudaStream_t stream) {
-    if (stage < 1 || stage > FLASH_STAGES)
-        return flash_set_error(FLASH_E_INVALID, "invalid stage = %d (must be 1..%d)", stage, FLASH_STAGES);
-    flash_stage_fn fn = stage_fn(stage);
-    if (!fn)
+    const stage_entry *e = stage_at(stage);
+    if (!e) return flash_set_error(FLASH_E_INVALID, "invalid stage = %d (must be 1..%d)", stage, N_STAGES);
+    if (!e->fn)
         return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported stage = %d (%s is not linked into this binary)",
-                               stage, stage_names[stage - 1]);
+                               stage, e->name);
     int rc = flash_validate(p, 1);
+    if (rc) return rc;
+    rc = flash_stage_supported(stage);
     if (rc) return rc;
     flash_problem q = *p;
     if (q.softmax_scale == 0.0f) q.softmax_scale = 1.0f / sqrtf((float)q.head_dim);
-    return fn(&q, stream);
+    return e->fn(&q, stream);
 }

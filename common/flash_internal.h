@@ -1,9 +1,11 @@
 /*
  * flash_internal.h: what the stages, the dispatcher and the harness share beyond the public API.
- * Not installed, not part of the contract.
+ * Not installed, not part of the contract, not exported from build/libflash.so.
  */
 #ifndef FLASH_INTERNAL_H
 #define FLASH_INTERNAL_H
+
+#include <stddef.h>
 
 #include "flash.h"
 
@@ -11,10 +13,14 @@
 extern "C" {
 #endif
 
-#define FLASH_STAGES 8
+/* Stage numbers are the two digits of their directory names (kernel05_swizzle is stage 5), so
+ * there are at most 99. Which stages exist is known only to the dispatcher: the Makefile lists the
+ * kernelNN_name directories into build/gen/stages.h, and flash_stage_count() reports how many. */
+#define FLASH_MAX_STAGES 99
 
 /* Every stage exports one entry point with this signature, named flash_forward_kernelNN. It is
- * called only after flash_validate() accepted the problem, with softmax_scale already resolved. */
+ * called only after flash_validate() accepted the problem and flash_stage_supported() the GPU,
+ * with softmax_scale already resolved. */
 typedef int (*flash_stage_fn)(const flash_problem *p, cudaStream_t stream);
 
 /* Checks the shape, dtype and scale (and, when check_pointers is set, the pointers) against the
@@ -32,13 +38,26 @@ int flash_set_error(int code, const char *fmt, ...)
 /* Returns 0 after a successful launch, or records the CUDA error and returns FLASH_E_CUDA. */
 int flash_launch_status(const char *stage);
 
-/* The stage entry points; a binary that links only some stages sees NULL for the others. */
-#define FLASH_DECLARE_STAGE(nn) int flash_forward_kernel##nn(const flash_problem *p, cudaStream_t stream)
-FLASH_DECLARE_STAGE(01); FLASH_DECLARE_STAGE(02); FLASH_DECLARE_STAGE(03); FLASH_DECLARE_STAGE(04);
-FLASH_DECLARE_STAGE(05); FLASH_DECLARE_STAGE(06); FLASH_DECLARE_STAGE(07); FLASH_DECLARE_STAGE(08);
-
 /* Non-zero when stage `stage` is linked into this binary. */
 int flash_stage_available(int stage);
+
+/* The GPU architecture stage `stage` is built for, from the "Needs:" line of its kernel.cu:
+ * "sm_80" (that architecture or any newer one) or "sm_90a" (exactly that one: Hopper's wgmma and
+ * TMA exist on sm_90 alone). NULL for a stage that does not exist. */
+const char *flash_stage_arch(int stage);
+
+/* Can the current device run stage `stage`? 0 if it can (or the stage is not linked in: the
+ * caller finds that out from flash_stage_available). Otherwise FLASH_E_UNSUPPORTED, or
+ * FLASH_E_CUDA when the device cannot be queried, with the reason recorded for flash_strerror:
+ * "stage 09 (kernel09_wgmma) needs a Hopper GPU (sm_90), this one is sm_86". The device's
+ * compute capability is looked up once per device. */
+int flash_stage_supported(int stage);
+
+/* The rule behind flash_stage_supported, without the device: can a GPU of compute capability
+ * `cc` (major * 10 + minor: 86 for sm_86) run code built for `arch` ("sm_80", "sm_90a")? Returns 1
+ * if it can; otherwise 0, with what it needs in need[n] ("a Hopper GPU (sm_90)", "an Ampere or
+ * newer GPU (sm_80 or newer)"). A malformed arch string can run nowhere. */
+int flash_arch_runs_on(const char *arch, int cc, char *need, size_t n);
 
 #ifdef __cplusplus
 }

@@ -6,16 +6,29 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flash_internal.h"
+#include "problems.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ./run [flags]     (flags are --key value; all optional)\n"
+            "usage: ./run [flags]     (flags are --key value; all optional; each at most once)\n"
+            "\n"
+            "modes (default: check and time one problem, the one the problem flags describe)\n"
+            "  --sweep            the benchmark problems: seqlen 512..16384, batch*seqlen = 65536,\n"
+            "                     heads*head-dim = 2048, head-dim 64/128, causal 0/1, bf16\n"
+            "  --bench            --sweep with checks always on (make bench: --stage all --bench)\n"
+            "  --matrix           the correctness matrix: small cases over the whole contract, no timing,\n"
+            "                     no CSV\n"
+            "  --peak             measure the mma.sync m16n8k16 bf16 ceiling of this GPU; alone, or\n"
+            "                     with --matrix / --sweep / --bench (the ceiling is measured first)\n"
+            "  --gpu-slug         print the GPU name as a file-name slug and exit\n"
+            "  --help             this text\n"
             "\n"
             "problem (default: the chapters' headline problem)\n"
             "  --batch N          batch size                                   (default 16)\n"
@@ -28,23 +41,23 @@ static void usage(FILE *f) {
             "  --dtype T          bf16 or fp16                                 (default bf16)\n"
             "  --causal [0|1]     bottom-right aligned causal mask; bare = 1   (default 0)\n"
             "  --scale F          softmax scale, 0 = 1/sqrt(head-dim)          (default 0)\n"
-            "  --seed N           input seed                                   (default 0)\n"
             "\n"
-            "what to run\n"
-            "  --stage N|all      stage 1..8, or every stage linked in         (default: highest linked)\n"
+            "how to run\n"
+            "  --stage N|all      stage N, or all: every stage linked in       (default: highest linked)\n"
+            "  --seed N           input seed                                   (default 0)\n"
             "  --warmup N         untimed launches before timing               (default 3)\n"
             "  --iters N          timed launches (a slow stage stops after ~2 s, never under 5)\n"
             "                                                                  (default 20)\n"
             "  --no-check         skip the correctness check\n"
-            "  --sweep            the benchmark problems: seqlen 512..16384, batch*seqlen = 65536,\n"
-            "                     heads*head-dim = 2048, head-dim 64/128, causal 0/1, bf16\n"
-            "  --bench            --sweep with checks always on (make bench: --stage all --bench)\n"
-            "  --matrix           the correctness matrix: 256 small cases per stage, no timing\n"
-            "  --peak             measure the mma.sync m16n8k16 bf16 ceiling of this GPU; alone, or\n"
-            "                     before --matrix / --sweep / --bench\n"
             "  --csv FILE         append result rows to FILE (header written when new or empty)\n"
-            "  --gpu-slug         print the GPU name as a file-name slug and exit\n"
-            "  --help             this text\n"
+            "\n"
+            "what each mode takes (a flag that no mode of the run would use is refused, not ignored)\n"
+            "  default            problem flags, --stage --seed --warmup --iters --no-check --csv\n"
+            "  --sweep            --stage --seed --warmup --iters --no-check --csv\n"
+            "  --bench            --stage --seed --warmup --iters --csv  (not with --sweep)\n"
+            "  --matrix           --stage --seed\n"
+            "  --peak             --csv (an mma_peak row); with another mode, also what that one takes\n"
+            "  --gpu-slug         nothing else\n"
             "\n"
             "exit status: 0 pass, 1 check failed, 2 bad usage or unsupported, 3 CUDA error or no device\n");
 }
@@ -73,35 +86,129 @@ static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) 
     return rc;
 }
 
-/* The flags that describe the single problem; the sweep and matrix modes bring their own. */
-static int is_problem_flag(const char *flag) {
-    static const char *const names[] = {"--batch",    "--seqlen", "--seqlen-q", "--seqlen-k", "--heads",
-                                        "--kv-heads", "--head-dim", "--dtype",  "--causal",   "--scale"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(flag, names[i]) == 0) return 1;
-    return 0;
+/* The softmax scale: a float, 0 meaning 1/sqrt(head_dim). The value is parsed as a double, so a
+ * number outside float's range would otherwise turn silently into inf, or into 0 (the default). */
+static int parse_scale(const char *val, float *out) {
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(val, &end);
+    const int range = errno == ERANGE;  /* beyond double itself: huge, or tiny (|v| <= DBL_MIN) */
+    if (val[0] == '\0' || *end != '\0') {
+        fprintf(stderr, "error: --scale expects a number, got '%s'\n", val);
+        return CLI_ERROR;
+    }
+    if (isnan(v) || (isinf(v) && !range)) {
+        fprintf(stderr, "error: --scale %s must be a finite number (> 0, or 0 for 1/sqrt(head-dim))\n", val);
+        return CLI_ERROR;
+    }
+    if (v < 0.0 || (range && signbit(v))) {  /* "-0" is 0; "-1e-400" is negative */
+        fprintf(stderr, "error: --scale %s out of range (must be > 0, or 0 for 1/sqrt(head-dim))\n", val);
+        return CLI_ERROR;
+    }
+    if (v > FLT_MAX) {
+        fprintf(stderr, "error: --scale %s overflows a float (the largest is about 3.4e38)\n", val);
+        return CLI_ERROR;
+    }
+    if ((float)v == 0.0f && (v != 0.0 || range)) {
+        fprintf(stderr,
+                "error: --scale %s underflows a float: it would round to 0, which means the default "
+                "1/sqrt(head-dim) (the smallest positive float is about 1.4e-45)\n",
+                val);
+        return CLI_ERROR;
+    }
+    *out = (float)v;
+    return CLI_OK;
+}
+
+/* The modes of a run, as bits: which of them would use a flag. A flag that no running mode uses
+ * would be silently ignored, so it is refused instead (the user meant something by it). */
+enum { M_SINGLE = 1, M_PEAK = 2, M_MATRIX = 4, M_SWEEP = 8, M_BENCH = 16 };
+
+typedef struct {
+    const char *name;
+    int used_by;     /* the modes that use it; 0 for the mode flags themselves */
+    int refused_by;  /* modes that contradict it even when another mode of the run would use it */
+} flag_spec;
+
+/* Every flag ./run knows (--help aside). The problem flags describe the single problem of the
+ * default mode; the other modes bring their own problems, and --peak alone runs none. */
+static const flag_spec flags[] = {
+    {"--batch", M_SINGLE, 0},    {"--seqlen", M_SINGLE, 0},   {"--seqlen-q", M_SINGLE, 0},
+    {"--seqlen-k", M_SINGLE, 0}, {"--heads", M_SINGLE, 0},    {"--kv-heads", M_SINGLE, 0},
+    {"--head-dim", M_SINGLE, 0}, {"--dtype", M_SINGLE, 0},    {"--causal", M_SINGLE, 0},
+    {"--scale", M_SINGLE, 0},
+    {"--seed", M_SINGLE | M_MATRIX | M_SWEEP | M_BENCH, 0},
+    {"--stage", M_SINGLE | M_MATRIX | M_SWEEP | M_BENCH, 0},
+    {"--warmup", M_SINGLE | M_SWEEP | M_BENCH, 0},
+    {"--iters", M_SINGLE | M_SWEEP | M_BENCH, 0},
+    /* The matrix and the bench always check: with them --no-check is a contradiction, not just
+     * unused, even beside --sweep, which would take it. */
+    {"--no-check", M_SINGLE | M_SWEEP, M_MATRIX | M_BENCH},
+    {"--csv", M_SINGLE | M_PEAK | M_SWEEP | M_BENCH, 0},  /* --peak writes an mma_peak row */
+    {"--sweep", 0, 0},
+    {"--bench", 0, 0},
+    {"--matrix", 0, 0},
+    {"--peak", 0, 0},
+    {"--gpu-slug", 0, 0},
+};
+#define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
+
+static int find_flag(const char *name) {
+    for (int k = 0; k < N_FLAGS; k++)
+        if (strcmp(name, flags[k].name) == 0) return k;
+    return -1;
+}
+
+static const char *mode_name(int mode) {
+    return mode == M_MATRIX ? "--matrix" : mode == M_SWEEP ? "--sweep" : mode == M_BENCH ? "--bench" : "--peak";
+}
+
+/* Why `mode` has no use for `f` (the end of "--matrix would ignore it (...)"). */
+static const char *why_unused(const flag_spec *f, int mode) {
+    if (mode == M_PEAK)
+        return "alone, it only measures the mma.sync ceiling: it runs no attention problem, so no stage, seed, "
+               "timing or check";
+    if (f->used_by == M_SINGLE) return "it runs its own fixed problems";
+    if (strcmp(f->name, "--no-check") == 0) return "it always checks";
+    if (strcmp(f->name, "--warmup") == 0 || strcmp(f->name, "--iters") == 0) return "it only checks, it times nothing";
+    if (strcmp(f->name, "--csv") == 0) return "it writes no CSV rows";
+    return "it does not use it";
 }
 
 int parse_args(int argc, char **argv, run_options *o) {
     memset(o, 0, sizeof *o);
     flash_problem *p = &o->problem;
-    p->batch = 16;
-    p->heads_q = 16;
-    p->head_dim = 128;
-    p->dtype = FLASH_BF16;
+    *p = headline_problem();  /* the defaults: the chapters' problem */
     o->warmup = 3;
     o->iters = 20;
     o->check = 1;
-    int seqlen = 4096, seqlen_q = 0, seqlen_k = 0, heads_kv = 0;  /* 0: not given, use the default */
-    const char *problem_flag = NULL;  /* the first problem flag seen, for the mode conflict check */
+    int seqlen = p->seqlen_q, seqlen_q = 0, seqlen_k = 0, heads_kv = 0;  /* 0: not given, use the default */
+    /* The flags given, in command-line order (each at most once), so that a refusal names the
+     * first offender as the user typed it. */
+    int given[N_FLAGS] = {0}, order[N_FLAGS], n_given = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
-        /* Flags without a value. */
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
             usage(stdout);
             return CLI_HELP;
         }
+        const int k = find_flag(flag);
+        if (k < 0) {
+            fprintf(stderr, "error: unknown argument '%s' (see --help)\n", flag);
+            return CLI_ERROR;
+        }
+        /* A repeat would silently override the first (--batch 8 --batch 4 runs batch 4), which
+         * hides a typo or a half-edited command line: refuse it. */
+        if (given[k]) {
+            fprintf(stderr, "error: %s given twice; give each flag once (otherwise the last would silently win)\n",
+                    flag);
+            return CLI_ERROR;
+        }
+        given[k] = 1;
+        order[n_given++] = k;
+
+        /* Flags without a value. */
         if (strcmp(flag, "--no-check") == 0) { o->check = 0; continue; }
         if (strcmp(flag, "--sweep") == 0) { o->sweep = 1; continue; }
         if (strcmp(flag, "--bench") == 0) { o->bench = 1; continue; }
@@ -110,7 +217,6 @@ int parse_args(int argc, char **argv, run_options *o) {
         if (strcmp(flag, "--gpu-slug") == 0) { o->gpu_slug = 1; continue; }
         if (strcmp(flag, "--causal") == 0) {
             /* The value is optional: "--causal" alone means 1. */
-            problem_flag = problem_flag ? problem_flag : flag;
             p->causal = 1;
             if (i + 1 < argc && (strcmp(argv[i + 1], "0") == 0 || strcmp(argv[i + 1], "1") == 0))
                 p->causal = argv[++i][0] - '0';
@@ -122,21 +228,11 @@ int parse_args(int argc, char **argv, run_options *o) {
         }
 
         /* Everything else takes a value. */
-        static const char *const valued[] = {"--batch",    "--seqlen", "--seqlen-q", "--seqlen-k", "--heads",
-                                             "--kv-heads", "--head-dim", "--dtype",  "--scale",    "--seed",
-                                             "--warmup",   "--iters",  "--csv",      "--stage"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= strcmp(flag, valued[k]) == 0;
-        if (!known) {
-            fprintf(stderr, "error: unknown argument '%s' (see --help)\n", flag);
-            return CLI_ERROR;
-        }
         if (i + 1 >= argc) {
             fprintf(stderr, "error: %s needs a value (see --help)\n", flag);
             return CLI_ERROR;
         }
         const char *val = argv[++i];
-        if (is_problem_flag(flag) && !problem_flag) problem_flag = flag;
         int rc = CLI_OK;
 
         if (strcmp(flag, "--batch") == 0) rc = parse_int(flag, val, 1, 65535, &p->batch);
@@ -158,20 +254,8 @@ int parse_args(int argc, char **argv, run_options *o) {
                 fprintf(stderr, "error: --dtype %s unsupported (supported: bf16, fp16)\n", val);
                 rc = CLI_ERROR;
             }
-        } else if (strcmp(flag, "--scale") == 0) {
-            char *end = NULL;
-            errno = 0;
-            double v = strtod(val, &end);
-            if (val[0] == '\0' || *end != '\0') {
-                fprintf(stderr, "error: --scale expects a number, got '%s'\n", val);
-                rc = CLI_ERROR;
-            } else if (errno == ERANGE || !isfinite(v) || v < 0.0 || v > 3.0e38) {
-                fprintf(stderr, "error: --scale %s out of range (must be > 0, or 0 for 1/sqrt(head-dim))\n", val);
-                rc = CLI_ERROR;
-            } else {
-                p->softmax_scale = (float)v;
-            }
-        } else if (strcmp(flag, "--seed") == 0) {
+        } else if (strcmp(flag, "--scale") == 0) rc = parse_scale(val, &p->softmax_scale);
+        else if (strcmp(flag, "--seed") == 0) {
             char *end = NULL;
             errno = 0;
             unsigned long long v = strtoull(val, &end, 10);
@@ -191,15 +275,15 @@ int parse_args(int argc, char **argv, run_options *o) {
                 fprintf(stderr, "error: --csv needs a file name, got '%s'\n", val);
                 rc = CLI_ERROR;
             }
-            o->csv_path = val;
+            o->csv_path = val;  /* whether it can be written: csv_preflight, also before the device */
         } else if (strcmp(flag, "--stage") == 0) {
             o->stage_given = 1;
             if (strcmp(val, "all") == 0) o->stage = 0;
             else {
                 char *end = NULL;
                 long v = strtol(val, &end, 10);
-                if (val[0] < '0' || val[0] > '9' || *end != '\0' || v < 1 || v > FLASH_STAGES) {
-                    fprintf(stderr, "error: --stage %s invalid (expected 1..%d or all)\n", val, FLASH_STAGES);
+                if (val[0] < '0' || val[0] > '9' || *end != '\0' || v < 1 || v > flash_stage_count()) {
+                    fprintf(stderr, "error: --stage %s invalid (expected 1..%d or all)\n", val, flash_stage_count());
                     rc = CLI_ERROR;
                 } else {
                     o->stage = (int)v;
@@ -209,18 +293,43 @@ int parse_args(int argc, char **argv, run_options *o) {
         if (rc != CLI_OK) return rc;
     }
 
-    /* Cross-flag rules. */
-    const int fixed_problems = o->sweep || o->bench || o->matrix;
-    const char *mode = o->matrix ? "--matrix" : o->bench ? "--bench" : "--sweep";
-    if (fixed_problems && problem_flag) {
-        fprintf(stderr, "error: %s cannot be combined with %s (it runs its own fixed problems)\n", problem_flag, mode);
+    /* Cross-flag rules: every flag given must be used by some mode of this run. */
+    if (o->gpu_slug && n_given > 1) {
+        const int other = order[0] == find_flag("--gpu-slug") ? order[1] : order[0];
+        fprintf(stderr, "error: --gpu-slug takes no other flag (it prints the GPU's slug and exits), got %s\n",
+                flags[other].name);
         return CLI_ERROR;
     }
-    if (!o->check && (o->bench || o->matrix)) {
-        fprintf(stderr, "error: --no-check cannot be combined with %s (it always checks)\n",
-                o->matrix ? "--matrix" : "--bench");
+    if (o->sweep && o->bench) {
+        fprintf(stderr, "error: --sweep and --bench run the same problems (--bench is --sweep with checks forced "
+                        "on); give one of them\n");
         return CLI_ERROR;
     }
+    if (given[find_flag("--seqlen")] && given[find_flag("--seqlen-q")] && given[find_flag("--seqlen-k")]) {
+        fprintf(stderr, "error: --seqlen would be ignored: --seqlen-q and --seqlen-k are both given; "
+                        "give --seqlen alone, or --seqlen-q and --seqlen-k\n");
+        return CLI_ERROR;
+    }
+    const int running = (o->peak ? M_PEAK : 0) | (o->matrix ? M_MATRIX : 0) | (o->sweep ? M_SWEEP : 0) |
+                        (o->bench ? M_BENCH : 0);
+    const int modes = running ? running : M_SINGLE;
+    for (int n = 0; n < n_given; n++) {
+        const flag_spec *f = &flags[order[n]];
+        if (f->used_by == 0) continue;  /* a mode flag */
+        int against = f->refused_by & modes;       /* a mode that contradicts it, */
+        if (!against && !(f->used_by & modes)) against = modes;  /* or no mode that uses it */
+        if (!against) continue;
+        /* Name the mode at fault: the fixed-problem mode when there is one (--peak beside it would
+         * ignore the flag too, but the other mode is what the user is thinking of). */
+        const int mode = (against & M_MATRIX)  ? M_MATRIX
+                         : (against & M_BENCH) ? M_BENCH
+                         : (against & M_SWEEP) ? M_SWEEP
+                                               : M_PEAK;
+        fprintf(stderr, "error: %s cannot be combined with %s: %s would ignore it (%s)\n", f->name,
+                mode_name(mode), mode_name(mode), why_unused(f, mode));
+        return CLI_ERROR;
+    }
+
     p->seqlen_q = seqlen_q ? seqlen_q : seqlen;
     p->seqlen_k = seqlen_k ? seqlen_k : seqlen;
     p->heads_kv = heads_kv ? heads_kv : p->heads_q;
@@ -241,25 +350,11 @@ int parse_args(int argc, char **argv, run_options *o) {
                 o->stage, flash_stage_name(o->stage), o->stage);
         return CLI_ERROR;
     }
-    int stages[FLASH_STAGES];
-    if (selected_stages(o, stages) == 0) {
+    int linked = 0;
+    for (int s = 1; s <= flash_stage_count(); s++) linked += flash_stage_available(s) != 0;
+    if (linked == 0) {
         fprintf(stderr, "error: --stage: no stage is linked into this binary\n");
         return CLI_ERROR;
     }
     return CLI_OK;
-}
-
-int selected_stages(const run_options *o, int *stages) {
-    int n = 0;
-    if (o->stage_given && o->stage > 0) {
-        stages[n++] = o->stage;
-    } else if (o->stage_given) {
-        for (int s = 1; s <= FLASH_STAGES; s++)
-            if (flash_stage_available(s)) stages[n++] = s;
-    } else {
-        /* Default: the most advanced stage this binary has. */
-        for (int s = FLASH_STAGES; s >= 1 && n == 0; s--)
-            if (flash_stage_available(s)) stages[n++] = s;
-    }
-    return n;
 }

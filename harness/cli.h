@@ -28,7 +28,5 @@ typedef struct {
  * problem with flash_validate and the stage against what is linked into this binary. */
 int parse_args(int argc, char **argv, run_options *o);
 
-/* The stages this run covers, in order, into stages[FLASH_STAGES]; returns how many. */
-int selected_stages(const run_options *o, int *stages);
 
 #endif /* HARNESS_CLI_H */

@@ -1,12 +1,18 @@
 /*
- * csv.c: append-only CSV writing with a header check. Pure C, stdio only.
+ * csv.c: append-only CSV writing with a header check. C11 and stdio, plus POSIX stat/access for
+ * the up-front check that the file can be written at all.
  */
+#define _POSIX_C_SOURCE 200809L  /* stat, access, open: -std=c11 hides POSIX otherwise */
+
 #include "csv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Reads the first line of `path` into line[linelen] (without its newline). Returns 1 when the file
  * exists and is non-empty, 0 when it is absent or empty, -1 when it cannot be read. */
@@ -27,10 +33,77 @@ static int first_line(const char *path, char *line, size_t linelen, char *err, s
     return 1;
 }
 
+/* A new file at `path` can be created when its directory exists and we may write into it. The
+ * directory is everything before the last '/', or "." without one. 0, or -1 with err. */
+static int can_create(const char *path, char *err, size_t errlen) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if ((size_t)(slash - path) >= sizeof dir) {
+        snprintf(err, errlen, "%s: path too long", path);
+        return -1;
+    } else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT)
+            snprintf(err, errlen, "cannot create %s: no such directory %s", path, dir);
+        else
+            snprintf(err, errlen, "cannot create %s: directory %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "cannot create %s: %s is not a directory", path, dir);
+        return -1;
+    }
+    /* Write to add the entry, search (x) to reach it. root passes this on any permissions, as the
+     * later fopen would; a read-only file system still fails (EROFS). */
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "cannot create %s in directory %s: %s", path, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int csv_preflight(const char *path, char *err, size_t errlen) {
+    /* Everything that would make the first append fail is checked here, before the run spends
+     * minutes on the GPU: a directory, a missing directory, no permission, a foreign header. The
+     * file itself is neither created nor changed. */
+    const size_t len = strlen(path);
+    if (len == 0) {
+        snprintf(err, errlen, "the file name is empty");
+        return -1;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno != ENOENT) {  /* e.g. ENOTDIR: a file where the path needs a directory */
+            snprintf(err, errlen, "cannot use %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (path[len - 1] == '/') {  /* "out/": fopen could only ever make a directory of it */
+            snprintf(err, errlen, "%s names a directory, not a file", path);
+            return -1;
+        }
+        return can_create(path, err, errlen);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is a directory, not a file", path);
+        return -1;
+    }
+    /* An existing file: opening it for append (without O_CREAT, and closing it, writing nothing)
+     * is the exact test of what csv_append will do; contents and modification time stay as they
+     * are. */
+    const int fd = open(path, O_WRONLY | O_APPEND);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot append to %s: %s", path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+
     char line[1024];
     int rc = first_line(path, line, sizeof line, err, errlen);
-    if (rc <= 0) return rc;  /* absent/empty (0: fine) or unreadable (-1) */
+    if (rc <= 0) return rc;  /* empty (0: fine) or unreadable (-1) */
     if (strcmp(line, CSV_HEADER) != 0) {
         snprintf(err, errlen,
                  "%s exists with a different header; refusing to append (expected: %s)", path, CSV_HEADER);

@@ -30,8 +30,10 @@ typedef struct {
     const char *date;     /* UTC, ISO 8601: 2026-11-29T20:15:00Z */
 } csv_row;
 
-/* Can rows be appended to `path`? 0 when the file is absent, empty, or starts with CSV_HEADER;
- * -1 otherwise, with a message naming the file in err[errlen]. Reads only. */
+/* Can rows be appended to `path`? 0 when the file is absent but can be created (its directory
+ * exists and is writable), or exists, can be opened for append, and is empty or starts with
+ * CSV_HEADER; -1 otherwise, with a message naming the file and why (a directory, no such
+ * directory, permission denied, a foreign header) in err[errlen]. Creates and changes nothing. */
 int csv_preflight(const char *path, char *err, size_t errlen);
 
 /* One row as CSV text, without the newline. Returns the length, or -1 if buf[buflen] is too small. */

@@ -22,16 +22,39 @@
 
 int gpu_open(gpu_ctx *g) {
     memset(g, 0, sizeof *g);
-    /* With no driver, cudaGetDeviceCount returns an error (cudaErrorInsufficientDriver or
-     * cudaErrorNoDevice) rather than a count of 0: both mean "no usable device". */
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
-        fprintf(stderr, "no CUDA device: %s (%s)\n", cudaGetErrorString(err), cudaGetErrorName(err));
+        /* CUDA's own text for a machine without a driver is "CUDA driver version is insufficient
+         * for CUDA runtime version" (cudaErrorInsufficientDriver), which sends the reader to update
+         * a driver that is not there. So say first what was actually found: cudaDriverGetVersion
+         * reports 0 when no driver (libcuda) can be loaded, else the CUDA version the driver
+         * supports, which we compare with the runtime this binary was built with. CUDA's text
+         * follows, for searching. The "no CUDA device:" prefix is what scripts and tests grep. */
+        int driver = 0, runtime = 0;
+        if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+        if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+        char dv[24], rv[24];  /* "12.4" from CUDA's 12040 */
+        snprintf(dv, sizeof dv, "%d.%d", driver / 1000, (driver % 1000) / 10);
+        snprintf(rv, sizeof rv, "%d.%d", runtime / 1000, (runtime % 1000) / 10);
+        char what[256];
+        if (driver == 0)
+            snprintf(what, sizeof what,
+                     "no NVIDIA driver was found on this machine (no GPU, or its driver is not installed)");
+        else if (err == cudaErrorInsufficientDriver)
+            snprintf(what, sizeof what,
+                     "the installed NVIDIA driver supports CUDA %s, older than the CUDA %s runtime this was built with: "
+                     "update the driver", dv, rv);
+        else if (err == cudaErrorNoDevice)
+            snprintf(what, sizeof what, "the driver found no NVIDIA GPU (driver for CUDA %s)", dv);
+        else
+            snprintf(what, sizeof what, "cudaGetDeviceCount failed (driver for CUDA %s, CUDA %s runtime)", dv, rv);
+        fprintf(stderr, "no CUDA device: %s; CUDA says: %s (%s)\n", what, cudaGetErrorString(err),
+                cudaGetErrorName(err));
         return FLASH_EXIT_CUDA;
     }
     if (count == 0) {
-        fprintf(stderr, "no CUDA device: cudaGetDeviceCount found none\n");
+        fprintf(stderr, "no CUDA device: the driver found no NVIDIA GPU (cudaGetDeviceCount found none)\n");
         return FLASH_EXIT_CUDA;
     }
     /* A device can be listed and still be unusable (busy, exclusive mode, ...): cudaFree(0) creates

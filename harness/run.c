@@ -3,8 +3,9 @@
  *
  * The modes:
  *   (default)   one problem: check, then time, the selected stage(s); a table, optionally CSV
- *   --sweep     the 24 benchmark problems of DESIGN.md, same per problem; --bench: checks forced on
- *   --matrix    256 small correctness cases per stage, no timing
+ *   --sweep     the benchmark problems (problems.h), same per problem; --bench: checks forced on
+ *   --matrix    the correctness matrix: small cases over the whole contract, then whole query tiles
+ *               that see no key at a size that fills the GPU, launched repeatedly; no timing
  *   --peak      the mma.sync ceiling of this GPU
  *   --gpu-slug  the device name as a file-name slug ("nvidia_h200")
  * Loops run problem-outer, stage-inner, so inputs and the reference are built once per problem.
@@ -23,6 +24,7 @@
 #include "gpu.h"
 #include "lowp.h"
 #include "problem.h"
+#include "problems.h"
 
 #ifndef FLASH_COMMIT
 #define FLASH_COMMIT "unknown"
@@ -135,46 +137,59 @@ static int run_problem(const run_options *o, gpu_ctx *g, const flash_problem *sh
 /* ------------------------------------------------------------------------------------------------
  * Modes */
 
-/* The benchmark problems of DESIGN.md: batch * seqlen = 65536 and heads * head_dim = 2048 keep
- * every problem at the same 134M-element tensors; bf16, heads_kv = heads. */
 static int run_sweep(const run_options *o, gpu_ctx *g, const int *stages, int nstages) {
-    static const int seqlens[] = {512, 1024, 2048, 4096, 8192, 16384};
-    static const int head_dims[] = {64, 128};
     int failed = 0;
-    for (int hd = 0; hd < 2; hd++) {
-        for (int causal = 0; causal <= 1; causal++) {
-            for (int si = 0; si < 6; si++) {
-                flash_problem p;
-                memset(&p, 0, sizeof p);
-                p.batch = 65536 / seqlens[si];
-                p.seqlen_q = p.seqlen_k = seqlens[si];
-                p.head_dim = head_dims[hd];
-                p.heads_q = p.heads_kv = 2048 / p.head_dim;
-                p.dtype = FLASH_BF16;
-                p.causal = causal;
-                failed += run_problem(o, g, &p, stages, nstages);
-            }
-        }
+    for (int i = 0; i < SWEEP_PROBLEMS; i++) {
+        const flash_problem p = sweep_problem(i);
+        failed += run_problem(o, g, &p, stages, nstages);
     }
     return failed;
 }
 
-/* The correctness matrix: every corner of the contract at sizes small enough to run 256 cases per
- * stage in seconds. Odd sizes (17, 113, 203, 217, 1023) hit tile tails; Sq != Sk with causal hits
- * the bottom-right alignment, Sq > Sk the rows that see no key; (8, 2) heads is GQA. */
+/* One checked launch of every stage on a matrix problem; prints a PASS/FAIL line per stage and
+ * counts the passes into passed[stage]. A refused problem is a failed case (every stage must accept
+ * the whole contract); a CUDA failure leaves the context unusable: exit 3. */
+static void matrix_case(problem_state *ps, const char *what, gpu_ctx *g, const int *stages, int nstages, int *passed) {
+    const flash_problem *p = &ps->p;
+    for (int s = 0; s < nstages; s++) {
+        int rc;
+        const check_verdict v = problem_check(ps, stages[s], g, &rc);
+        if (rc == FLASH_E_CUDA) {
+            fprintf(stderr, "error: %s: %s\n", flash_stage_name(stages[s]), flash_strerror(rc));
+            exit(FLASH_EXIT_CUDA);
+        }
+        passed[stages[s]] += v.pass;
+        printf("%s %s %s%s d%d causal=%d sq=%d sk=%d hq=%d hkv=%d b=%d max_err=%.3e tol=%.3e%s%s\n",
+               v.pass ? "PASS" : "FAIL", flash_stage_name(stages[s]), what, dtype_name(p->dtype), p->head_dim,
+               p->causal, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->batch, v.max_abs_err, v.tol,
+               v.pass ? "" : " ", v.reason);
+    }
+    fflush(stdout);
+}
+
+/* The correctness matrix: every corner of the contract at sizes small enough to run hundreds of
+ * cases per stage in seconds. Odd sizes (17, 113, 203, 217, 1023) hit tile tails; Sq != Sk with
+ * causal hits the bottom-right alignment, Sq > Sk the rows that see no key: with (300, 17) and
+ * causal, rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's
+ * kBlockM. (8, 2) heads is GQA. Then the no-key stress: the same situation at a size that fills
+ * the GPU, NOKEY_RUNS checked launches in a row per head_dim. A block with nothing to compute that
+ * still copied Q and staged O in shared memory raced with its own copies, wrong only now and then
+ * and only under load: one small launch does not show it. */
+#define NOKEY_RUNS 10
 static int run_matrix(const run_options *o, gpu_ctx *g, const int *stages, int nstages) {
-    static const int seqs[8][2] = {{1, 1},     {17, 17},    {64, 64},     {113, 203},
-                                   {203, 113}, {128, 217}, {1000, 1000}, {1023, 1024}};
+    static const int seqs[][2] = {{1, 1},     {17, 17},   {64, 64},   {113, 203},  {203, 113},
+                                  {128, 217}, {300, 17},  {1000, 1000}, {1023, 1024}};
     static const int heads[2][2] = {{4, 4}, {8, 2}};
     static const int batches[2] = {1, 3};
     static const int head_dims[2] = {64, 128};
     static const flash_dtype dtypes[2] = {FLASH_BF16, FLASH_FP16};
-    int passed[FLASH_STAGES + 1] = {0}, cases = 0;
+    enum { N_SEQS = sizeof seqs / sizeof seqs[0] };
+    int passed[FLASH_MAX_STAGES + 1] = {0}, cases = 0;
 
     for (int di = 0; di < 2; di++)
         for (int hd = 0; hd < 2; hd++)
             for (int causal = 0; causal <= 1; causal++)
-                for (int si = 0; si < 8; si++)
+                for (int si = 0; si < N_SEQS; si++)
                     for (int hi = 0; hi < 2; hi++)
                         for (int bi = 0; bi < 2; bi++) {
                             flash_problem p;
@@ -190,25 +205,27 @@ static int run_matrix(const run_options *o, gpu_ctx *g, const int *stages, int n
                             /* Fresh inputs per case: the seed moves with the case number. */
                             problem_state ps;
                             setup_or_exit(&ps, &p, o->seed + 1000003ull * (uint64_t)cases, MATRIX_SPOT_ROWS, g, 0);
-                            for (int s = 0; s < nstages; s++) {
-                                int rc;
-                                const check_verdict v = problem_check(&ps, stages[s], g, &rc);
-                                /* A refused problem is a failed case (every stage must accept the whole
-                                 * contract); a CUDA failure leaves the context unusable: exit 3. */
-                                if (rc == FLASH_E_CUDA) {
-                                    fprintf(stderr, "error: %s: %s\n", flash_stage_name(stages[s]), flash_strerror(rc));
-                                    exit(FLASH_EXIT_CUDA);
-                                }
-                                passed[stages[s]] += v.pass;
-                                printf("%s %s %s d%d causal=%d sq=%d sk=%d hq=%d hkv=%d b=%d max_err=%.3e tol=%.3e%s%s\n",
-                                       v.pass ? "PASS" : "FAIL", flash_stage_name(stages[s]), dtype_name(p.dtype),
-                                       p.head_dim, p.causal, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.batch,
-                                       v.max_abs_err, v.tol, v.pass ? "" : " ", v.reason);
-                            }
-                            fflush(stdout);
+                            matrix_case(&ps, "", g, stages, nstages, passed);
                             problem_free(&ps);
                             cases++;
                         }
+
+    for (int hd = 0; hd < 2; hd++) {
+        flash_problem p;
+        memset(&p, 0, sizeof p);
+        p.dtype = FLASH_BF16;
+        p.head_dim = head_dims[hd];
+        p.causal = 1;
+        p.batch = 64;
+        p.heads_q = p.heads_kv = 16;
+        p.seqlen_q = 1000;
+        p.seqlen_k = 5;
+        problem_state ps;
+        setup_or_exit(&ps, &p, o->seed + 1000003ull * (uint64_t)cases, MATRIX_SPOT_ROWS, g, 0);
+        for (int run = 0; run < NOKEY_RUNS; run++, cases++) matrix_case(&ps, "no-key stress ", g, stages, nstages, passed);
+        problem_free(&ps);
+    }
+
     int failed = 0;
     for (int s = 0; s < nstages; s++) {
         printf("matrix %s: %d/%d passed%s\n", flash_stage_name(stages[s]), passed[stages[s]], cases,
@@ -245,13 +262,49 @@ static void gpu_slug(const char *name, char *out, size_t n) {
     out[j] = '\0';
 }
 
+/* The stages this run covers, on this GPU: an explicit --stage N that the GPU cannot run is refused
+ * (exit 2, with the architecture it needs); --stage all skips such stages, saying so; without
+ * --stage, the most advanced stage that is linked in and runs here. Exits 2 when none is left. */
+static int runnable_stages(const run_options *o, int *stages) {
+    int n = 0, last_refused = 0;
+    for (int s = 1; s <= flash_stage_count(); s++) {
+        if (!flash_stage_available(s) || (o->stage > 0 && s != o->stage)) continue;
+        const int rc = flash_stage_supported(s);
+        if (rc == FLASH_E_CUDA) {
+            fprintf(stderr, "error: %s\n", flash_strerror(rc));
+            exit(FLASH_EXIT_CUDA);
+        }
+        if (rc != FLASH_OK) {
+            if (o->stage > 0) {
+                fprintf(stderr, "error: --stage %d: %s\n", s, flash_strerror(rc));
+                exit(2);
+            }
+            if (o->stage_given) printf("SKIP: %s: %s\n", flash_stage_name(s), flash_strerror(rc));
+            last_refused = s;
+            continue;
+        }
+        stages[n++] = s;
+    }
+    if (n == 0) {
+        fprintf(stderr, "error: no stage linked into this binary runs on this GPU%s%s\n", last_refused ? ": " : "",
+                last_refused ? flash_strerror(flash_stage_supported(last_refused)) : "");
+        exit(2);
+    }
+    if (!o->stage_given) {
+        if (last_refused > stages[n - 1])
+            printf("note: %s is the most advanced stage this GPU runs (%s)\n", flash_stage_name(stages[n - 1]),
+                   flash_strerror(flash_stage_supported(last_refused)));
+        stages[0] = stages[n - 1];
+        n = 1;
+    }
+    return n;
+}
+
 int main(int argc, char **argv) {
     run_options o;
     const int cli = parse_args(argc, argv, &o);
     if (cli == CLI_HELP) return 0;
     if (cli != CLI_OK) return 2;
-    int stages[FLASH_STAGES];
-    const int nstages = selected_stages(&o, stages);
     if (o.csv_path) {
         char err[512];
         if (csv_preflight(o.csv_path, err, sizeof err) != 0) {
@@ -270,6 +323,8 @@ int main(int argc, char **argv) {
         printf("%s\n", slug);
         return 0;
     }
+    int stages[FLASH_MAX_STAGES];
+    const int nstages = runnable_stages(&o, stages);
     printf("device: %s, %d SMs, L2 %d MB; stage%s:", g.name, g.sm_count, g.l2_bytes >> 20, nstages > 1 ? "s" : "");
     for (int s = 0; s < nstages; s++) printf(" %s", flash_stage_name(stages[s]));
     printf("\n");

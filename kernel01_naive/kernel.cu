@@ -10,6 +10,7 @@
  * Bottleneck: arithmetic. Every multiply-add runs on the FP32 pipe, 16x to 32x slower than the
  *            tensor cores that stage 02 brings in.
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 11.1 TFLOP/s (3% of FA2's 342.5 in the same session); causal 10.8.
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel01 && ./run
  */
 #include "flash_internal.h"

@@ -15,6 +15,7 @@
  *            loads per register (it is read transposed), and with 128- or 256-byte rows the eight
  *            rows a warp touches at once sit in the same banks: up to 8-way conflicts.
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 55.6 TFLOP/s (16% of FA2), 5.00x stage 01; causal 53.7.
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel02 && ./run
  */
 #include "flash_internal.h"

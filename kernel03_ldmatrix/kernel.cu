@@ -13,6 +13,7 @@
  *            loads before the block can compute; the tiles still have 8-way bank conflicts.
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 55.8 TFLOP/s (16% of FA2), 1.00x stage 02: both are bound by the same conflicting
  *            shared-memory wavefronts (docs/03_ldmatrix.md); causal 54.4.
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel03 && ./run
  */
 #include "flash_internal.h"

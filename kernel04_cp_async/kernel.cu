@@ -13,6 +13,7 @@
  * Bottleneck: bank conflicts. The copies land in, and ldmatrix reads from, rows whose 16-byte
  *            chunks at the same column all sit in the same four banks: 8-way conflicts.
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 57.4 TFLOP/s (17% of FA2), 1.03x stage 03; causal 55.8.
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel04 && ./run
  */
 #include "flash_internal.h"

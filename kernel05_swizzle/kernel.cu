@@ -13,6 +13,7 @@
  *            compute alternate instead of overlapping.
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 242.2 TFLOP/s (71% of FA2), 4.22x stage 04; load bank conflicts 7.5 G -> 56 k
  *            (ncu); causal 228.1.
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel05 && ./run
  */
 #include "flash_internal.h"

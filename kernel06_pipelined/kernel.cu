@@ -16,6 +16,7 @@
  * Bottleneck: the softmax: expf of every scaled score, a max and a sum reduced across the quad
  *            every tile, and O rescaled every tile, all on the same issue slots as the mma.
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 252.3 TFLOP/s (74% of FA2), 1.04x stage 05; causal 236.4.
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel06 && ./run
  */
 #include "flash_internal.h"

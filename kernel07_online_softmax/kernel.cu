@@ -16,6 +16,7 @@
  *            of shared memory, chosen for readability, not for the card; masks are tested on every
  *            tile, and index arithmetic is recomputed inside the loop.
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 281.9 TFLOP/s (82% of FA2), 1.12x stage 06; causal 260.1.
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel07 && ./run
  */
 #include "flash_internal.h"

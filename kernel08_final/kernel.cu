@@ -38,6 +38,7 @@
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
  * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 339.1 TFLOP/s (99% of FA2), 1.20x stage 07; causal 319.3 (101% of FA2).
+ * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel08 && ./run
  */
 #include "flash_internal.h"

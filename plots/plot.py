@@ -34,12 +34,40 @@ FLOAT_COLUMNS = ["ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err"]
 CHECK_VALUES = {"pass", "fail", "skipped"}
 
 REFERENCES = ("fa2", "cudnn", "mma_peak")
-# How each reference is drawn: legend label, colour, line style.
+# How each reference is drawn: legend label, colour, line style. The dash patterns are explicit
+# (offset, (on, off, ...)) in units of the line width, short enough that a legend handle of
+# LEGEND_HANDLELENGTH shows several dashes on each side of the marker drawn in its middle.
 REFERENCE_STYLE = {
-    "fa2": ("FlashAttention-2", "black", "--"),
-    "cudnn": ("cuDNN fused attention", "tab:gray", "--"),
-    "mma_peak": ("mma.sync ceiling", "tab:red", ":"),
+    "fa2": ("FlashAttention-2", "black", (0, (3.5, 1.5))),
+    "cudnn": ("cuDNN fused attention", "tab:gray", (0, (3.5, 1.5))),
+    "mma_peak": ("mma.sync ceiling", "tab:red", (0, (1, 1.5))),
 }
+# What the mma.sync ceiling bounds: the stages (all built on mma.sync), not cuDNN, which runs on
+# Hopper's wgmma instructions and so may sit above it. {stages} is filled in from the CSV's stages
+# ("stages 01–08").
+CEILING_NOTE = "limit of {stages}; cuDNN uses wgmma"
+
+# One colour and one marker per stage, the same in both figures, chosen by the stage's number
+# (kernel05 -> the 5th entry) so that a stage keeps its style whichever other stages the CSV holds.
+# Qualitative colours with distinct neighbours: tab10 without the red (the ceiling and failed
+# checks), the gray (cuDNN), then five darker or brighter ones for stages 09-13.
+STAGE_COLORS = [
+    "tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
+    "tab:cyan", "#393b79", "#e7ba52", "#00876c", "#7b4173", "#8c6d31",
+]
+# Distinct shapes, so that coinciding lines (stages 02-04) still show every stage's marker; drawn
+# hollow, so that markers at the same point show through each other. No 'x' or 'X': a red x marks
+# a failed check.
+STAGE_MARKERS = ["o", "s", "^", "D", "v", "P", "*", "p", "<", "h", ">", "d", "H"]
+STAGE_MARKERSIZE = 6.5      # points; hollow markers need some size to be told apart
+STAGE_MARKEREDGEWIDTH = 1.3
+REFERENCE_MARKERSIZE = 3.5  # FA2 and cuDNN: small filled dots on the dashed line
+LEGEND_HANDLELENGTH = 4.0   # in font sizes: long enough to show the dash patterns
+SWEEP_LEGEND_STAGE_COLUMNS = 2  # the sweep legend: stages in 2 columns, the references in a 3rd
+# Stage markers in the sweep closer than this many marker sizes (vertically, at one seqlen) are set
+# side by side, one marker size apart: only the markers move, the lines and values stay exact.
+DODGE_THRESHOLD = 0.6
+FAILED_MARKER = dict(marker="x", color="tab:red", markersize=8, markeredgewidth=2)
 
 # (dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal): the chapters' problem.
 HEADLINE = ("bf16", 16, 16, 16, 4096, 4096, 128, 0)
@@ -152,19 +180,46 @@ def stage_label(name):
     return name.replace("_", "\n", 1)
 
 
-def stage_colors(stages):
-    import matplotlib
+def stage_number(kernel):
+    """The stage's number as written in its kernel id ('kernel05' -> '05'), or None."""
+    match = re.search(r"\d+", kernel)
+    return match.group() if match else None
 
-    # One colour per stage, the same in both plots, so a reader can match bars to lines.
-    cmap = matplotlib.colormaps["viridis"]
-    n = max(len(stages) - 1, 1)
-    return {kernel: cmap(0.9 * i / n) for i, kernel in enumerate(stages)}
+
+def stage_styles(stages):
+    """{kernel: (colour, marker)}, the same in both plots, so a reader can match bars to lines.
+    A numbered stage takes the entry of its number, whatever other stages there are; a stage
+    without a number takes the entries after the palette's end, in natural order."""
+    styles = {}
+    unnumbered = [k for k in stages if stage_number(k) is None]
+    for kernel in stages:
+        number = stage_number(kernel)
+        if number is not None:
+            slot = int(number) - 1
+        else:
+            slot = len(STAGE_COLORS) + unnumbered.index(kernel)
+        # Past the palette the colours repeat; shift the markers so that the pair still differs.
+        marker = STAGE_MARKERS[(slot + slot // len(STAGE_COLORS)) % len(STAGE_MARKERS)]
+        styles[kernel] = (STAGE_COLORS[slot % len(STAGE_COLORS)], marker)
+    return styles
+
+
+def ceiling_label(stages, value, decimals):
+    """The legend text of the mma.sync ceiling: its value, and that it bounds the stages only."""
+    label = f"{REFERENCE_STYLE['mma_peak'][0]}: {value:.{decimals}f} TFLOP/s"
+    numbers = sorted((n for n in map(stage_number, stages) if n is not None), key=int)
+    if numbers:
+        span = (f"stage {numbers[0]}" if len(numbers) == 1
+                else f"stages {numbers[0]}\u2013{numbers[-1]}")
+        label += f" ({CEILING_NOTE.format(stages=span)})"
+    return label
 
 
 def draw_ladder(results, out_path):
     """The stage ladder at the headline problem. Returns a printable summary, or None when the
     CSV has no stage at the headline problem."""
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import offset_copy
 
     stages = [(k, results.row(k, HEADLINE)) for k in results.stages]
     stages = [(k, r) for k, r in stages if r is not None and usable_tflops(r)]
@@ -178,10 +233,20 @@ def draw_ladder(results, out_path):
     references = [(k, v) for k, v in references if v is not None]
 
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
-    colors = stage_colors(results.stages)
+    styles = stage_styles(results.stages)
     xs = range(len(stages))
     values = [usable_tflops(r) for _, r in stages]
-    bars = ax.bar(xs, values, width=0.65, color=[colors[k] for k, _ in stages], zorder=2)
+    bars = ax.bar(xs, values, width=0.65, color=[styles[k][0] for k, _ in stages], zorder=2)
+    # Each bar wears its stage's marker on top, as in the sweep, so that bars and lines match by
+    # shape as well as by colour. The marker sits just above the bar, its label above the marker.
+    marker_lift = STAGE_MARKERSIZE / 2 + 1  # points from the bar's top to the marker's centre
+    above_bar = offset_copy(ax.transData, fig=fig, y=marker_lift, units="points")
+    for bar, (kernel, _), value in zip(bars, stages, values):
+        color, marker = styles[kernel]
+        ax.plot(bar.get_x() + bar.get_width() / 2, value, marker, color=color,
+                markerfacecolor="white", markersize=STAGE_MARKERSIZE,
+                markeredgewidth=STAGE_MARKEREDGEWIDTH, transform=above_bar, zorder=3,
+                clip_on=False)
 
     summary = []
     for bar, (kernel, row), value in zip(bars, stages, values):
@@ -197,7 +262,8 @@ def draw_ladder(results, out_path):
             bar.set_alpha(0.55)
             label = "FAIL\n" + label
         # The white box keeps the label readable where a reference line passes behind it.
-        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, value), xytext=(0, 4),
+        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, value),
+                    xytext=(0, marker_lift + STAGE_MARKERSIZE / 2 + 2),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8,
                     color="tab:red" if failed else "black", fontweight="bold" if failed else None,
                     bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none"),
@@ -206,14 +272,16 @@ def draw_ladder(results, out_path):
 
     for kernel, value in references:
         name, color, style = REFERENCE_STYLE[kernel]
-        ax.axhline(value, color=color, linestyle=style, linewidth=1.4, zorder=1,
-                   label=f"{name}: {value:.1f} TFLOP/s")
+        label = (ceiling_label(results.stages, value, 1) if kernel == "mma_peak"
+                 else f"{name}: {value:.1f} TFLOP/s")
+        ax.axhline(value, color=color, linestyle=style, linewidth=1.4, zorder=1, label=label)
 
     # With few stages, widen the margins so that the bars keep their width instead of filling it.
     pad = 0.6 + max(0, 4 - len(stages)) / 2
     ax.set_xlim(-pad, len(stages) - 1 + pad)
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([stage_label(results.names[k]) for k, _ in stages], fontsize=8)
+    ax.set_xticklabels([stage_label(results.names[k]) for k, _ in stages],
+                       fontsize=8 if len(stages) <= 10 else 7)  # 7: a dozen labels side by side
     ax.set_ylabel("TFLOP/s (median)")
     top = max(values + [v for _, v in references])
     ax.set_ylim(0, top * 1.22)  # headroom for the two-line labels of the tallest bar
@@ -224,7 +292,8 @@ def draw_ladder(results, out_path):
         title += "\n(no FA2 row in the CSV: % of FA2 not shown)"
     ax.set_title(title, fontsize=11)
     if references:
-        ax.legend(loc="upper left", fontsize=8, framealpha=0.95)
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.95,
+                  handlelength=LEGEND_HANDLELENGTH)
     fig.tight_layout()
     fig.savefig(out_path)
     plt.close(fig)
@@ -250,6 +319,7 @@ def sweep_rows(results, kernel, head_dim, causal):
 def draw_sweep(results, out_path):
     """TFLOP/s against seqlen. Returns False when the CSV has no sweep point at all."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
 
     kernels = results.stages + ["fa2", "cudnn"]
@@ -263,37 +333,43 @@ def draw_sweep(results, out_path):
     nrows = len(head_dims)
     fig, axes = plt.subplots(nrows, 2, figsize=(FIGSIZE[0], 1.8 + 3.2 * nrows), dpi=DPI,
                              sharex=True, sharey=True, squeeze=False)
-    colors = stage_colors(results.stages)
+    styles = stage_styles(results.stages)
     peak = results.peak()
-    handles = {}
-    fail_handle = None
+    stage_handles, reference_handles = {}, {}
+    stage_points = {}  # ax -> [(kernel, points)]: their markers are drawn once the layout is set
+    any_failed = False
     for i, head_dim in enumerate(head_dims):
         for j, causal in enumerate((0, 1)):
             ax = axes[i][j]
+            stage_points[ax] = []
             for kernel in kernels:
                 points = sweep_rows(results, kernel, head_dim, causal)
                 if not points:
                     continue
+                any_failed = any_failed or any(p[2] for p in points)
+                xs, ys = [p[0] for p in points], [p[1] for p in points]
                 if kernel in REFERENCE_STYLE:
                     label, color, style = REFERENCE_STYLE[kernel]
-                    width = 1.8
-                else:
-                    label, color, style, width = results.names[kernel], colors[kernel], "-", 1.5
-                (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], style,
-                                  color=color, marker="o", markersize=3.5, linewidth=width)
-                handles.setdefault(label, line)
-                failed = [p for p in points if p[2]]
-                if failed:
-                    (cross,) = ax.plot([p[0] for p in failed], [p[1] for p in failed], "x",
-                                       color="tab:red", markersize=8, markeredgewidth=2, zorder=5)
-                    fail_handle = cross
+                    (line,) = ax.plot(xs, ys, linestyle=style, color=color, linewidth=1.8,
+                                      marker="o", markersize=REFERENCE_MARKERSIZE)
+                    reference_handles.setdefault(label, line)
+                    draw_failed(ax, [p for p in points if p[2]])
+                    continue
+                # A stage: the line now, at its exact data; its markers later (see dodge_markers).
+                color, shape = styles[kernel]
+                ax.plot(xs, ys, "-", color=color, linewidth=1.5)
+                stage_points[ax].append((kernel, points))
+                stage_handles.setdefault(kernel, Line2D(
+                    [], [], color=color, linewidth=1.5, marker=shape,
+                    markersize=STAGE_MARKERSIZE, markerfacecolor="none",
+                    markeredgewidth=STAGE_MARKEREDGEWIDTH))
             if not ax.get_lines():
                 ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center",
                         color="tab:gray")
             if peak:
                 _, color, style = REFERENCE_STYLE["mma_peak"]
                 line = ax.axhline(peak, color=color, linestyle=style, linewidth=1.2)
-                handles.setdefault(f"mma.sync ceiling ({peak:.0f})", line)
+                reference_handles.setdefault(ceiling_label(results.stages, peak, 0), line)
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_locator(FixedLocator(SWEEP_SEQLENS))
             ax.xaxis.set_minor_locator(NullLocator())
@@ -311,18 +387,72 @@ def draw_sweep(results, out_path):
     # The panels share the y axis; set it once, after every panel is drawn, from all the data.
     top = max(max(line.get_ydata()) for ax in axes.flat for line in ax.get_lines())
     axes[0][0].set_ylim(0, top * 1.06)
-    if fail_handle:
-        handles["check failed"] = fail_handle  # last, after the lines it marks
-    # One legend for all panels, below them, so that no line is hidden behind it.
-    ncol = min(len(handles), 4)
-    legend_rows = -(-len(handles) // ncol)
+    if any_failed:
+        reference_handles["check failed"] = Line2D([], [], linestyle="none", **FAILED_MARKER)
+
+    # One legend for all panels, below them, so that no line is hidden behind it: the stages in
+    # the first columns, the references (and the failed-check mark) alone in the last one, so
+    # that the long ceiling label widens only that column.
+    refs = list(reference_handles.items())
+    stages = [(results.names[k], h) for k, h in stage_handles.items()]
+    legend_rows = max(-(-len(stages) // SWEEP_LEGEND_STAGE_COLUMNS), len(refs), 1)
+    stage_columns = -(-len(stages) // legend_rows)
+    blank = Line2D([], [], linestyle="none")
+    entries = stages + [("", blank)] * (stage_columns * legend_rows - len(stages)) + refs
+    entries += [("", blank)] * (legend_rows - len(refs) if refs else 0)
     legend_height = (0.1 + 0.2 * legend_rows) / fig.get_figheight()  # in figure fractions
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=ncol,
-               fontsize=8, frameon=False)
+    fig.legend([h for _, h in entries], [label for label, _ in entries], loc="lower center",
+               ncol=stage_columns + (1 if refs else 0), fontsize=8, frameon=False,
+               handlelength=LEGEND_HANDLELENGTH, columnspacing=3)
     fig.tight_layout(rect=(0, legend_height, 1, 1))
+    # The layout is final: draw the stage markers, dodged apart where they would cover each other.
+    for ax, kernel_points in stage_points.items():
+        dodge_markers(fig, ax, kernel_points, styles)
     fig.savefig(out_path)
     plt.close(fig)
     return True
+
+
+def draw_failed(ax, points, transform=None):
+    """A red cross on each failed point: its speed is meaningless."""
+    if points:
+        ax.plot([p[0] for p in points], [p[1] for p in points], linestyle="none",
+                transform=transform or ax.transData, zorder=5, **FAILED_MARKER)
+
+
+def dodge_markers(fig, ax, kernel_points, styles):
+    """Draws the stage markers of one panel. Where several stages' markers would overlap at one
+    seqlen (stages 02-04 run at nearly the same speed), they are set side by side, shifted a few
+    points left and right in stage order; the lines and the values stay exact."""
+    from matplotlib.transforms import offset_copy
+
+    order = {kernel: n for n, (kernel, _) in enumerate(kernel_points)}
+    # Pixels: markers closer than this hide each other's shape (further apart, hollow markers
+    # overlap only partly and stay readable, so they are left in place).
+    touch = DODGE_THRESHOLD * STAGE_MARKERSIZE * fig.dpi / 72
+    offsets = {}  # (kernel, seqlen) -> horizontal shift in points
+    for seqlen in sorted({p[0] for _, points in kernel_points for p in points}):
+        here = sorted((ax.transData.transform((seqlen, p[1]))[1], kernel)
+                      for kernel, points in kernel_points for p in points if p[0] == seqlen)
+        clusters = []  # runs of markers that all lie within `touch` of the run's lowest one
+        for y, kernel in here:
+            if clusters and y - clusters[-1][0][0] < touch:
+                clusters[-1].append((y, kernel))
+            else:
+                clusters.append([(y, kernel)])
+        for cluster in clusters:
+            kernels = sorted((kernel for _, kernel in cluster), key=order.get)
+            for n, kernel in enumerate(kernels):
+                offsets[(kernel, seqlen)] = (n - (len(kernels) - 1) / 2) * STAGE_MARKERSIZE
+    for kernel, points in kernel_points:
+        color, shape = styles[kernel]
+        for shift in sorted({offsets[(kernel, p[0])] for p in points}):
+            at = [p for p in points if offsets[(kernel, p[0])] == shift]
+            transform = offset_copy(ax.transData, fig=fig, x=shift, units="points")
+            ax.plot([p[0] for p in at], [p[1] for p in at], linestyle="none", marker=shape,
+                    color=color, markersize=STAGE_MARKERSIZE, markerfacecolor="none",
+                    markeredgewidth=STAGE_MARKEREDGEWIDTH, transform=transform, zorder=3)
+            draw_failed(ax, [p for p in at if p[2]], transform)
 
 
 def print_summary(csv_path, summary):

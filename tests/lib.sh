@@ -17,3 +17,37 @@ finish() {
     echo "$(basename "$0"): $n_pass passed, $n_fail failed, $n_skip skipped"
     [ "$n_fail" -eq 0 ]
 }
+
+# The scripts run from make (make test, make grade, ...), which hands them its one definition of
+# the compiler, the flags and the stages: STAGE_TABLE holds NN:directory:arch per stage.
+need_make_env() {
+    local v
+    for v in NVCC NVFLAGS ARCH ARCH_HERE BUILD LDLIBS STAGE_TABLE; do
+        if [ -z "${!v:-}" ]; then
+            echo "$(basename "$0"): $v is not set: run this through make (make test, make grade, ...)," \
+                 "which defines the compiler, its flags and the stages" >&2
+            exit 2
+        fi
+    done
+}
+
+# for_each_stage FUNCTION: FUNCTION NN DIR ARCH for every stage, in order.
+for_each_stage() {
+    local entry nn dir arch
+    for entry in $STAGE_TABLE; do
+        IFS=: read -r nn dir arch <<<"$entry"
+        "$1" "$nn" "$dir" "$arch"
+    done
+}
+
+# The small problems compute-sanitizer runs on, in tests/test_sanitizer.sh and the grader:
+#   tails   seqlen_q 150, seqlen_k 203: a Q tail and a K tail, causal, GQA (2 heads share one);
+#   no-key  seqlen_q 400, seqlen_k 40, causal: rows 0..359 see no key, so whole query tiles do,
+#           up to 256 rows, more than any stage's kBlockM: blocks with nothing to compute.
+SANITIZER_PROBLEMS="tails no-key"
+sanitizer_problem() {
+    case $1 in
+    tails)  echo "--batch 1 --seqlen-q 150 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 1" ;;
+    no-key) echo "--batch 1 --seqlen-q 400 --seqlen-k 40 --heads 2 --kv-heads 1 --causal 1" ;;
+    esac
+}

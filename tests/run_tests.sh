@@ -6,13 +6,12 @@
 # The GPU part runs only where a CUDA device answers; elsewhere it is reported as skipped.
 set -u
 cd "$(dirname "$0")/.."
-NVCC=${NVCC:-nvcc}
-PYTHON=${PYTHON:-python3}
-CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v "$NVCC")")")}
-LOG=build/test-logs
+. tests/lib.sh
+need_make_env
+LOG=$BUILD/test-logs
 mkdir -p "$LOG"
 
-pass=0 fail=0 skip=0
+pass=0 fail=0 skipped=0
 suite() {  # suite NAME COMMAND...: run, echo, and count its result lines
     local name=$1; shift
     echo "== $name"
@@ -27,43 +26,53 @@ suite() {  # suite NAME COMMAND...: run, echo, and count its result lines
         echo "FAIL: $name: exited with status $rc"
         f=1
     fi
-    pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+    pass=$((pass + p)) fail=$((fail + f)) skipped=$((skipped + s))
 }
 
-# -- CPU: the float64 reference, the pass rule, dtype conversions, CSV appending ---------------
+# -- CPU: the float64 reference, the pass rule, dtype conversions, CSV appending, the arch rule --
 build_cpu_tests() {
-    gcc -std=c11 -O1 -Wall -Wextra -Icommon -Iharness -I"$CUDA_HOME/include" \
+    "$CC" -std=c11 -O1 -Wall -Wextra -Icommon -Iharness -I"$CUDA_HOME/include" \
         tests/test_cpu.c harness/cpu_ref.c harness/checks.c harness/csv.c harness/inputs.c harness/lowp.c \
-        -lm -o build/test_cpu && echo "PASS: test_cpu builds" && build/test_cpu
+        harness/problems.c common/flash_arch.c -lm -o "$BUILD/test_cpu" && echo "PASS: test_cpu builds" && "$BUILD/test_cpu"
 }
 suite cpu build_cpu_tests
 
-# -- the CLI: every bad argument exits 2 and names the parameter, before touching a device ------
-suite cli bash tests/test_cli.sh build/kernel01
-suite cli_allstages bash tests/test_cli.sh build/allstages
+# -- one definition per language: the C and Python sides agree on the problems and the CSV -------
+suite contract bash tests/test_contract.sh
 
-# -- the C API through build/libflash.so (ctypes): stage table and argument errors --------------
+# -- the CLI: every bad argument exits 2 and names the parameter, before touching a device ------
+suite cli bash tests/test_cli.sh "$BUILD/kernel01"
+suite cli_allstages bash tests/test_cli.sh "$BUILD/allstages"
+
+# -- the C API through build/libflash.so (ctypes): stage table, exports, argument errors, and on a
+# GPU the rows that see no key ------------------------------------------------------------------
 suite api "$PYTHON" tests/test_api.py
 
-# -- plot.py on a fixture CSV, the reference script without PyTorch -----------------------------
-suite plot env PYTHON="$PYTHON" bash tests/test_plot.sh
+# -- the plot script and the docs generator on fixtures, reference.py without PyTorch -----------
+suite plot bash tests/test_plot.sh
+suite docs bash tests/test_docs.sh
+
+# -- the tools: make tune / grade / sass without a GPU ------------------------------------------
+suite tools bash tests/test_tools.sh
 
 # -- each stage's PTX holds its technique, ptxas reports no spills -------------------------------
 suite instructions bash tests/test_instructions.sh
 
 # -- GPU: the correctness matrix and compute-sanitizer, only where a device answers -------------
-if build/allstages --gpu-slug >/dev/null 2>&1; then
-    suite gpu_matrix build/allstages --stage all --matrix
-    suite sanitizer bash tests/test_sanitizer.sh build/allstages
+if "$BUILD/allstages" --gpu-slug >/dev/null 2>&1; then
+    suite gpu_matrix "$BUILD/allstages" --stage all --matrix
+    suite sanitizer bash tests/test_sanitizer.sh "$BUILD/allstages"
     suite copy_tiles_1 bash tests/test_copy_tiles.sh
+    suite threads "$PYTHON" tests/test_api.py --threads
 else
     echo "== gpu"
-    echo "SKIP: GPU correctness matrix: no CUDA device here (run make test on a GPU machine)"
-    echo "SKIP: compute-sanitizer memcheck/racecheck/synccheck: no CUDA device here"
-    echo "SKIP: stage 08 with one K/V tile per copy (the Ampere path): no CUDA device here"
-    skip=$((skip + 3))
+    for what in "GPU correctness matrix" "compute-sanitizer memcheck/racecheck/synccheck" \
+                "stage 08 with one K/V tile per copy (the Ampere path)" "concurrent first launches from host threads"; do
+        echo "SKIP: $what: no CUDA device here (run make test on a GPU machine)"
+        skipped=$((skipped + 1))
+    done
 fi
 
 echo
-echo "$pass passed, $fail failed, $skip skipped"
+echo "$pass passed, $fail failed, $skipped skipped"
 [ "$fail" -eq 0 ]

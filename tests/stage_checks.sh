@@ -1,16 +1,14 @@
 # Shared definition of "stage NN must have / must not have": sourced by tests/test_instructions.sh
-# (every stage of the tree) and tests/grade.sh (one student's file in place of a stage), so that
-# the instruction checks and the grader can never disagree.
+# (every stage of the tree) and tools/grade.sh (one student's file in place of a stage), so that
+# the instruction checks and the grader can never disagree. A new stage adds its case here; a stage
+# without one fails its instruction checks.
 #
-#   stage_ptx_checks  NN LABEL PTX    the technique's PTX instructions (PTX from nvcc -arch=compute_80 -ptx)
-#   stage_sass_checks NN LABEL SASS   the same in SASS (cuobjdump -sass -arch sm_90), where cuobjdump exists
+#   stage_ptx_checks  NN LABEL PTX    the technique's PTX instructions (PTX for the stage's own arch)
+#   stage_sass_checks NN LABEL SASS   the same in SASS (cuobjdump -sass), where cuobjdump exists
 #   stage_spill_check LABEL INFO      ptxas -v output INFO: no spill, no stack frame
 #
-# Each check prints "PASS: LABEL has ..." or "FAIL: LABEL has ...: why" through ok/bad, which a
-# caller may redefine after sourcing (the grader also counts the failures).
+# Each check reports through ok LABEL / bad LABEL WHY, which the caller defines (tests/lib.sh).
 
-ok()   { echo "PASS: $1"; }
-bad()  { echo "FAIL: $1: $2"; }
 has()  { grep -qE -- "$2" "$1"; }
 # want LABEL FILE DESCRIPTION REGEX: the instruction must be there
 want()   { if has "$2" "$4"; then ok "$1 has $3"; else bad "$1 has $3" "no match for /$4/ in $2"; fi; }
@@ -50,6 +48,7 @@ stage_ptx_checks() {
     08) want "$dir" "$ptx" "dynamic shared memory" "\.extern \.shared"
         want "$dir" "$ptx" "ex2.approx" "ex2\.approx"
         unwanted "$dir" "$ptx" "expf range reduction" "fma\.rm\.f32" ;;
+    *)  bad "$dir instruction checks" "tests/stage_checks.sh has no case for stage $nn: say what its PTX must hold" ;;
     esac
     case $nn in 04|05|06|07|08) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA" ;; esac
     case $nn in 05|06|07|08) want "$dir" "$ptx" "ldmatrix.x4.trans" "$LDSM_T"; want "$dir" "$ptx" "cp.async.cg" "$CPASYNC" ;; esac
@@ -64,6 +63,7 @@ stage_sass_checks() {
     03) want "$label" "$sass" "LDSM" "LDSM"; want "$label" "$sass" "LDSM.16.MT88" "LDSM\.16\.MT88"; unwanted "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     04|05|06) want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     07|08) want "$label" "$sass" "MUFU.EX2" "MUFU\.EX2"; want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+    *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
     esac
 }
 

@@ -2,26 +2,26 @@
 # test_cli.sh BINARY: the command-line contract of ./run (build/kernelNN or build/allstages).
 #
 #   - every class of bad argument exits 2, before touching the device, with a message on stderr
-#     that names the parameter at fault;
+#     that names the parameter at fault; so does a flag given twice, or one that the chosen mode
+#     would ignore (naming the flag and the mode), or a --csv file that cannot be written;
 #   - --help exits 0 and prints the usage;
-#   - a valid command either runs (GPU) or, with no usable GPU, exits 3 saying "no CUDA device".
+#   - a valid command either runs (GPU) or, with no usable GPU, exits 3 saying "no CUDA device",
+#     and says what it found before CUDA's own text.
 #
-# One line per test: "PASS: name", "FAIL: name: why" or "SKIP: name: why"; exit 0 when none failed.
+# One line per test: "PASS: name", "FAIL: name: why" or "SKIP: name: why" (tests/lib.sh); exit 0
+# when none failed.
 set -u
+. "$(dirname "$0")/lib.sh"
 
 BIN=${1:?usage: tests/test_cli.sh BINARY (e.g. build/kernel01)}
 if [ ! -x "$BIN" ]; then
-    echo "FAIL: binary: $BIN is not an executable file"
+    bad "binary" "$BIN is not an executable file"
+    finish
     exit 1
 fi
 
-pass=0 fail=0 skip=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-
-ok()   { echo "PASS: $1"; pass=$((pass + 1)); }
-bad()  { echo "FAIL: $1: $2"; fail=$((fail + 1)); }
-skip() { echo "SKIP: $1: $2"; skip=$((skip + 1)); }
+trap 'chmod -R u+w "$TMP" 2>/dev/null; rm -rf "$TMP"' EXIT
 
 # Runs the binary with the given arguments; leaves the exit status in $rc and the streams in
 # $TMP/out and $TMP/err.
@@ -34,17 +34,33 @@ run() {
 expect_usage_error() {
     local pattern=$1
     shift
-    local name="bad argument: $*"
+    expect_refused "bad argument: $*" "$pattern" "" "$@"
+}
+
+# expect_refused NAME PATTERN1 PATTERN2 ARGS...: exit 2, stderr mentions both patterns (the second
+# may be empty), and the device was not touched. PATTERN2 is matched case-insensitively.
+expect_refused() {
+    local name=$1 p1=$2 p2=$3
+    shift 3
     run "$@"
     if [ "$rc" -ne 2 ]; then
-        bad "$name" "exit $rc, expected 2 (stderr: $(head -c 200 "$TMP/err"))"
-    elif ! grep -qF -- "$pattern" "$TMP/err"; then
-        bad "$name" "stderr does not name '$pattern': $(head -c 200 "$TMP/err")"
+        bad "$name" "exit $rc, expected 2 (stderr: $(head -c 300 "$TMP/err"))"
+    elif ! grep -qF -- "$p1" "$TMP/err"; then
+        bad "$name" "stderr does not name '$p1': $(head -c 300 "$TMP/err")"
+    elif [ -n "$p2" ] && ! grep -qiF -- "$p2" "$TMP/err"; then
+        bad "$name" "stderr does not mention '$p2': $(head -c 300 "$TMP/err")"
     elif grep -qi "no CUDA device" "$TMP/err"; then
         bad "$name" "touched the device before rejecting the argument"
     else
         ok "$name"
     fi
+}
+
+# expect_ignored_refused FLAG MODE ARGS...: a flag that the mode would ignore is refused, naming both.
+expect_ignored_refused() {
+    local flag=$1 mode=$2
+    shift 2
+    expect_refused "ignored flag refused: $*" "$flag" "$mode" "$@"
 }
 
 # --- every class of bad argument -------------------------------------------------------------
@@ -90,11 +106,105 @@ expect_usage_error "--head-dim"    --matrix --head-dim 64
 expect_usage_error "--no-check"    --bench --no-check
 expect_usage_error "size"          --batch 65535 --heads 65535 --seqlen 2000000000   # beyond 64-bit offsets
 
+# --scale beyond float: overflow is not "must be > 0"; underflow would silently mean the default.
+expect_refused "--scale 1e40 overflows a float"   "--scale" "overflows a float"  --scale 1e40
+expect_refused "--scale 1e400 overflows a float"  "--scale" "overflows a float"  --scale 1e400
+expect_refused "--scale 1e-50 underflows a float" "--scale" "underflows a float" --scale 1e-50
+expect_refused "--scale 1e-400 underflows a float" "--scale" "underflows a float" --scale 1e-400
+expect_refused "--scale 1e40 says float's largest" "--scale" "3.4e38" --scale 1e40
+
+# --- a flag given twice: the last would silently win ------------------------------------------
+expect_refused "repeated: --batch 8 --batch 4"    "--batch"    "twice" --batch 8 --batch 4
+expect_refused "repeated: --causal --causal 0"    "--causal"   "twice" --causal --causal 0
+expect_refused "repeated: --peak --peak"          "--peak"     "twice" --peak --peak
+expect_refused "repeated: --no-check --no-check"  "--no-check" "twice" --no-check --no-check
+expect_refused "repeated: --scale 0.1 --scale 0.2" "--scale"   "twice" --scale 0.1 --scale 0.2
+expect_refused "repeated: --stage 1 --stage all"  "--stage"    "twice" --stage 1 --stage all
+expect_refused "repeated: --csv a --csv b"        "--csv"      "twice" --csv "$TMP/a.csv" --csv "$TMP/b.csv"
+expect_refused "repeated: --sweep ... --sweep"    "--sweep"    "twice" --sweep --iters 3 --sweep
+
+# --- a flag that the mode would ignore: refused, naming the flag and the mode --------------------
+# --peak alone measures the mma.sync ceiling: no problem, seed, timing, check or stage.
+expect_ignored_refused "--batch"    "--peak"   --peak --batch 2
+expect_ignored_refused "--causal"   "--peak"   --peak --causal
+expect_ignored_refused "--scale"    "--peak"   --peak --scale 0.1
+expect_ignored_refused "--head-dim" "--peak"   --head-dim 64 --peak
+expect_ignored_refused "--seed"     "--peak"   --peak --seed 1
+expect_ignored_refused "--warmup"   "--peak"   --peak --warmup 1
+expect_ignored_refused "--iters"    "--peak"   --peak --iters 5
+expect_ignored_refused "--no-check" "--peak"   --peak --no-check
+expect_ignored_refused "--stage"    "--peak"   --peak --stage 1
+# --matrix: fixed small cases, no timing, no CSV.
+expect_ignored_refused "--warmup"   "--matrix" --matrix --warmup 1
+expect_ignored_refused "--iters"    "--matrix" --matrix --iters 5
+expect_ignored_refused "--csv"      "--matrix" --matrix --csv "$TMP/matrix.csv"
+expect_ignored_refused "--no-check" "--matrix" --matrix --no-check
+expect_ignored_refused "--batch"    "--matrix" --matrix --batch 2
+expect_ignored_refused "--iters"    "--matrix" --peak --matrix --iters 5     # --peak does not time either
+expect_ignored_refused "--seqlen"   "--matrix" --peak --matrix --seed 1 --seqlen 64  # --seed is fine
+# --sweep / --bench: their own problems; --bench always checks.
+expect_ignored_refused "--causal"   "--sweep"  --sweep --causal
+expect_ignored_refused "--scale"    "--bench"  --bench --scale 0.1
+expect_ignored_refused "--kv-heads" "--sweep"  --peak --sweep --kv-heads 4
+expect_ignored_refused "--no-check" "--bench"  --peak --bench --no-check
+if [ ! -e "$TMP/matrix.csv" ]; then ok "a refused --csv file is not created"; else bad "a refused --csv file is not created" "$TMP/matrix.csv exists"; fi
+
+# --- other combinations that would silently drop something --------------------------------------
+expect_refused "--gpu-slug with another flag"         "--gpu-slug" "--batch" --gpu-slug --batch 2
+expect_refused "--gpu-slug after another flag"        "--gpu-slug" "--peak"  --peak --gpu-slug
+expect_refused "--gpu-slug with --csv"                "--gpu-slug" "--csv"   --gpu-slug --csv "$TMP/slug.csv"
+expect_refused "--sweep with --bench"                 "--sweep"    "--bench" --sweep --bench
+expect_refused "--seqlen with --seqlen-q and -k"      "--seqlen"   "--seqlen-q" --seqlen 128 --seqlen-q 64 --seqlen-k 64
+
 # A CSV file with another header is refused before any device work, and left untouched.
 printf 'when,what,how_fast\n2026-01-01,x,3\n' >"$TMP/foreign.csv"
 cp "$TMP/foreign.csv" "$TMP/foreign.orig"
 expect_usage_error "$TMP/foreign.csv" --csv "$TMP/foreign.csv"
 if cmp -s "$TMP/foreign.csv" "$TMP/foreign.orig"; then ok "foreign CSV left untouched"; else bad "foreign CSV left untouched" "the file changed"; fi
+
+# A --csv path that cannot be written is refused with the other arguments, not after the first
+# problem ran: a directory, a file under a directory that does not exist, a file we may not write.
+mkdir -p "$TMP/adir"
+expect_refused "--csv with a directory"               "--csv" "$TMP/adir is a directory" --csv "$TMP/adir"
+expect_refused "--csv with a directory (trailing /)"  "--csv" "directory" --csv "$TMP/nodir/"
+expect_refused "--csv under a missing directory"      "--csv" "no such directory $TMP/nodir" --csv "$TMP/nodir/x.csv"
+expect_refused "--csv under a file"                   "--csv" "$TMP/foreign.csv/x.csv" --csv "$TMP/foreign.csv/x.csv"
+if [ ! -e "$TMP/nodir" ]; then ok "--csv refusal creates no directory"; else bad "--csv refusal creates no directory" "$TMP/nodir exists"; fi
+if [ "$(id -u)" -eq 0 ]; then
+    skip "--csv with an unwritable file" "running as root, which may write any file"
+    skip "--csv in an unwritable directory" "running as root, which may write any directory"
+else
+    : >"$TMP/readonly.csv"  # empty: fine but for the permission
+    chmod a-w "$TMP/readonly.csv"
+    expect_refused "--csv with an unwritable file"    "--csv" "$TMP/readonly.csv: permission denied" --csv "$TMP/readonly.csv"
+    mkdir -p "$TMP/rodir" && chmod a-w "$TMP/rodir"
+    expect_refused "--csv in an unwritable directory" "--csv" "permission denied" --csv "$TMP/rodir/new.csv"
+fi
+
+# expect_accepted ARGS...: (no usable GPU) the arguments pass every check: exit 3, "no CUDA device".
+expect_accepted() {
+    run "$@"
+    if [ "$rc" -eq 3 ] && grep -q "no CUDA device" "$TMP/err"; then
+        ok "accepted: $*"
+    else
+        bad "accepted: $*" "exit $rc, expected 3 at the device: $(head -c 300 "$TMP/err")"
+    fi
+}
+
+# driver_state: "absent" when the dynamic loader cannot find libcuda.so.1 (what the CUDA runtime
+# loads; without it cudaDriverGetVersion reports 0), "present" when it can, "unknown" without ldconfig.
+driver_state() {
+    local ldconfig d
+    ldconfig=$(command -v ldconfig || { [ -x /sbin/ldconfig ] && echo /sbin/ldconfig; })
+    local IFS=:
+    for d in ${LD_LIBRARY_PATH:-}; do
+        [ -n "$d" ] && [ -e "$d/libcuda.so.1" ] && { echo present; return; }
+    done
+    if [ -z "$ldconfig" ]; then echo unknown
+    elif "$ldconfig" -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then echo present
+    else echo absent
+    fi
+}
 
 # --- help ---------------------------------------------------------------------------------------
 run --help
@@ -113,11 +223,54 @@ if [ "$rc" -eq 3 ]; then
     else
         bad "valid command without a usable GPU" "exit 3 but stderr lacks 'no CUDA device': $(head -c 200 "$TMP/err")"
     fi
+    # What it found comes first, in plain words; CUDA's own text after. Without a driver, CUDA
+    # says "CUDA driver version is insufficient for CUDA runtime version", which must not lead.
+    msg=$(head -n 1 "$TMP/err")
+    case $msg in
+        "no CUDA device: "*) ok "no-GPU message starts with 'no CUDA device:'" ;;
+        *) bad "no-GPU message starts with 'no CUDA device:'" "$msg" ;;
+    esac
+    case ${msg#no CUDA device: } in
+        "CUDA driver version"*)
+            bad "no-GPU message does not start by blaming the driver version" "$msg" ;;
+        *) ok "no-GPU message does not start by blaming the driver version" ;;
+    esac
+    case $(driver_state) in
+        absent)
+            case ${msg#no CUDA device: } in
+                "no NVIDIA driver was found"*) ok "no driver here: the message says so first" ;;
+                *) bad "no driver here: the message says so first" "$msg" ;;
+            esac ;;
+        present) skip "no driver here: the message says so first" "libcuda.so.1 is installed here" ;;
+        *) skip "no driver here: the message says so first" "cannot tell whether libcuda.so.1 is installed (no ldconfig)" ;;
+    esac
     run --gpu-slug
     if [ "$rc" -eq 3 ] && grep -q "no CUDA device" "$TMP/err"; then
         ok "--gpu-slug without a usable GPU: exit 3"
     else
         bad "--gpu-slug without a usable GPU" "exit $rc"
+    fi
+    # Combinations every mode uses in full pass the argument checks: exit 3 at the device. The
+    # CSV check creates and changes nothing.
+    : >"$TMP/empty.csv"
+    touch -d '2001-01-01 00:00:00' "$TMP/empty.csv"
+    expect_accepted --peak --matrix --csv "$TMP/accepted.csv"
+    expect_accepted --peak --csv "$TMP/accepted.csv"
+    expect_accepted --sweep --stage 1 --seed 2 --warmup 0 --iters 3 --no-check --csv "$TMP/accepted.csv"
+    expect_accepted --bench --stage all --seed 2 --warmup 0 --iters 3 --csv "$TMP/empty.csv"
+    expect_accepted --matrix --stage 1 --seed 3
+    expect_accepted --peak --sweep --no-check
+    expect_accepted --matrix --sweep --iters 3 --csv "$TMP/accepted.csv"
+    expect_accepted --peak --bench --iters 3
+    expect_accepted --seqlen 128 --seqlen-q 64 --causal 0
+    expect_accepted --scale 0
+    expect_accepted --scale 3e38
+    expect_accepted --csv "$TMP/empty.csv" --seed 1 --stage 1 --no-check
+    if [ ! -e "$TMP/accepted.csv" ]; then ok "--csv check creates no file"; else bad "--csv check creates no file" "$TMP/accepted.csv exists"; fi
+    if [ ! -s "$TMP/empty.csv" ] && [ "$(date -r "$TMP/empty.csv" +%Y)" = 2001 ]; then
+        ok "--csv check leaves an existing file alone (content and time)"
+    else
+        bad "--csv check leaves an existing file alone (content and time)" "$(ls -l --full-time "$TMP/empty.csv")"
     fi
     skip "valid small problem passes its check" "no usable CUDA device"
     skip "--csv writes the header and one row" "no usable CUDA device"
@@ -133,9 +286,10 @@ elif [ "$rc" -eq 0 ]; then
     fi
     run --gpu-slug
     if [ "$rc" -eq 0 ] && grep -Eq '^[a-z0-9_]+$' "$TMP/out"; then ok "--gpu-slug prints a slug"; else bad "--gpu-slug" "exit $rc: $(head -c 100 "$TMP/out")"; fi
+    skip "the no-GPU message" "a CUDA device answers here"
+    skip "combinations each mode uses in full pass the argument checks" "with a GPU they would run (checked where none answers)"
 else
     bad "valid command" "exit $rc (expected 0 with a GPU, 3 without): $(tail -c 300 "$TMP/err")"
 fi
 
-echo "test_cli: $pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+finish

@@ -3,18 +3,18 @@
 # and one tile elsewhere (A100, RTX 30xx/40xx). A GPU runs only one of the two paths, so this
 # rebuilds stage 08 with FLASH_COPY_TILES=1 forced and runs the correctness matrix and
 # racecheck/synccheck on it: both paths are then checked on a Hopper card. Needs a GPU and the
-# harness objects of `make all`. Usage: tests/test_copy_tiles.sh
+# harness objects of `make all`; runs from make test.
 set -u
 cd "$(dirname "$0")/.."
-NVCC=${NVCC:-nvcc}
-cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
-ARCH="-gencode arch=compute_${cc:-90},code=sm_${cc:-90}"
-B=build/copy_tiles1
+. tests/lib.sh
+need_make_env
+B=$BUILD/copy_tiles1
 mkdir -p "$B"
-if ! $NVCC -O3 -std=c++17 $ARCH -Icommon -Xcompiler -fPIC -DFLASH_COPY_TILES=1 -c kernel08_final/kernel.cu -o "$B/kernel08.o" \
-        || ! $NVCC $ARCH "$B/kernel08.o" build/harness/*.o build/common/flash_api.o -o "$B/run" -lcudart -lm; then
-    echo "FAIL: stage 08 with FLASH_COPY_TILES=1 does not build"; exit 1
+# shellcheck disable=SC2086
+if ! "$NVCC" $NVFLAGS $ARCH_HERE -DFLASH_COPY_TILES=1 -c kernel08_final/kernel.cu -o "$B/kernel08.o" 2>"$B/build.log" \
+        || ! "$NVCC" $ARCH_HERE "$B/kernel08.o" "$BUILD"/harness/*.o "$BUILD"/common/*.o -o "$B/run" $LDLIBS 2>>"$B/build.log"; then
+    bad "stage 08 with FLASH_COPY_TILES=1 builds" "$(head -5 "$B/build.log" | tr '\n' ' ')"; finish; exit
 fi
-echo "PASS: stage 08 with FLASH_COPY_TILES=1 builds"
+ok "stage 08 with FLASH_COPY_TILES=1 builds"
 "$B/run" --stage 8 --matrix
 SANITIZER_STAGES=8 SANITIZER_TOOLS="racecheck synccheck" bash tests/test_sanitizer.sh "$B/run"

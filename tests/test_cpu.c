@@ -7,7 +7,8 @@
  * Build (tests/run_tests.sh does this):
  *   gcc -std=c11 -O1 -Icommon -Iharness -I<cuda>/include tests/test_cpu.c harness/lowp.c \
  *       harness/inputs.c harness/cpu_ref.c harness/checks.c harness/csv.c -lm -lpthread
- * Output: one line per test, "PASS: name" or "FAIL: name: why"; exit 0 when all passed.
+ * Output: one line per test, "PASS: name", "FAIL: name: why" or "SKIP: name: why"; exit 0 when
+ * none failed.
  */
 #define _POSIX_C_SOURCE 200809L  /* mkstemp-free temp names via getpid */
 
@@ -15,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "checks.h"
 #include "cpu_ref.h"
@@ -428,6 +431,58 @@ static void test_csv(void) {
     remove(path);
 }
 
+/* csv_preflight refuses, before any GPU work, every path the first append would fail on, and
+ * creates or changes nothing while checking. */
+static void test_csv_preflight(void) {
+    char dir[128], path[192], err[512];
+    snprintf(dir, sizeof dir, "/tmp/flash_test_cpu_%d.d", (int)getpid());
+    rmdir(dir);
+    int ok = mkdir(dir, 0755) == 0;
+
+    ok &= csv_preflight(dir, err, sizeof err) != 0 && strstr(err, dir) && strstr(err, "is a directory");
+    report("csv preflight: a directory is refused, named", ok, err);
+
+    snprintf(path, sizeof path, "%s/missing/x.csv", dir);
+    ok = csv_preflight(path, err, sizeof err) != 0 && strstr(err, path) && strstr(err, "no such directory");
+    report("csv preflight: a file under a missing directory is refused", ok, err);
+
+    snprintf(path, sizeof path, "%s/new.csv", dir);
+    struct stat st;
+    ok = csv_preflight(path, err, sizeof err) == 0 && stat(path, &st) != 0;
+    report("csv preflight: a new file in a writable directory is fine, and not created", ok, err);
+
+    /* An existing empty file: accepted, still empty, its time unchanged. */
+    spit(path, "");
+    struct utimbuf old = {1000000000, 1000000000};
+    utime(path, &old);
+    ok = csv_preflight(path, err, sizeof err) == 0 && stat(path, &st) == 0 && st.st_size == 0 &&
+         st.st_mtime == old.modtime;
+    report("csv preflight: an existing file is opened for append but left alone", ok, err);
+
+    /* A regular file where a directory should be. */
+    char under[256];
+    snprintf(under, sizeof under, "%s/x.csv", path);
+    ok = csv_preflight(under, err, sizeof err) != 0 && strstr(err, under);
+    report("csv preflight: a path through a file is refused", ok, err);
+
+    if (geteuid() == 0) {
+        printf("SKIP: csv preflight: an unwritable file / directory is refused: running as root, which may write "
+               "anything\n");
+    } else {
+        chmod(path, 0444);
+        ok = csv_preflight(path, err, sizeof err) != 0 && strstr(err, path) && strstr(err, "ermission denied");
+        report("csv preflight: an unwritable file is refused", ok, err);
+        chmod(dir, 0555);
+        snprintf(under, sizeof under, "%s/other.csv", dir);
+        ok = csv_preflight(under, err, sizeof err) != 0 && strstr(err, under) && strstr(err, "ermission denied");
+        report("csv preflight: a new file in an unwritable directory is refused", ok, err);
+        chmod(dir, 0755);
+        chmod(path, 0644);
+    }
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void) {
     test_uniform_scores();
     test_single_key();
@@ -439,6 +494,7 @@ int main(void) {
     test_fp16();
     test_inputs();
     test_csv();
+    test_csv_preflight();
     printf("test_cpu: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

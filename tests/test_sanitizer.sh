@@ -1,28 +1,39 @@
 #!/usr/bin/env bash
-# compute-sanitizer on small problems (tails, seqlen_q != seqlen_k, causal, GQA), every stage:
-# memcheck (out-of-bounds and misaligned accesses), racecheck (shared-memory hazards: a missing
-# barrier), synccheck (barriers in divergent code). Needs a GPU; usage: test_sanitizer.sh BINARY
-# SANITIZER_TOOLS picks the tools (default "memcheck racecheck synccheck"; make sanitize adds initcheck),
-# SANITIZER_STAGES the stages (default every stage of the tree, e.g. SANITIZER_STAGES="8").
+# compute-sanitizer on every stage: memcheck (out-of-bounds and misaligned accesses), racecheck
+# (shared-memory hazards: a missing barrier), synccheck (barriers in divergent code), on the small
+# problems of tests/lib.sh (tails; whole query tiles that see no key), head_dim 64 and 128.
+# Usage (through make test / make sanitize): test_sanitizer.sh BINARY
+# SANITIZER_TOOLS picks the tools (default "memcheck racecheck synccheck"; make sanitize adds
+# initcheck), SANITIZER_STAGES the stage numbers (default every stage, e.g. SANITIZER_STAGES="8").
+# A stage this GPU cannot run is skipped with the reason ./run gives.
 set -u
-BIN=${1:-build/allstages}
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+need_make_env
+BIN=${1:-$BUILD/allstages}
 TOOLS=${SANITIZER_TOOLS:-memcheck racecheck synccheck}
 if ! command -v compute-sanitizer >/dev/null 2>&1; then
-    echo "SKIP: compute-sanitizer not found"; exit 0
+    skip "compute-sanitizer" "not found on this machine"; finish; exit
 fi
-# Small enough for racecheck, large enough for several K/V tiles, a Q tail and a K tail.
-PROBLEM="--batch 1 --seqlen-q 150 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 1 --warmup 0 --iters 1"
-for stage in ${SANITIZER_STAGES:-$(ls -d kernel0*_*/ 2>/dev/null | sed 's/^kernel0*\([0-9]*\)_.*/\1/')}; do
+stage_numbers() { local e; for e in $STAGE_TABLE; do echo "${e%%:*}"; done | sed 's/^0//'; }
+for stage in ${SANITIZER_STAGES:-$(stage_numbers)}; do
+    # A stage the GPU cannot run: ./run refuses it (exit 2) naming what it needs.
+    if ! "$BIN" --stage "$stage" --batch 1 --seqlen 16 --heads 1 --head-dim 64 --iters 1 --warmup 0 >/dev/null 2>"$BUILD/sanitizer.err"; then
+        if grep -q "needs" "$BUILD/sanitizer.err"; then skip "stage $stage sanitizer" "$(head -1 "$BUILD/sanitizer.err")"; continue; fi
+    fi
     for tool in $TOOLS; do
-        for d in 64 128; do
-            log=$(mktemp)
-            if compute-sanitizer --tool "$tool" --error-exitcode 9 "$BIN" --stage "$stage" $PROBLEM --head-dim "$d" >"$log" 2>&1; then
-                echo "PASS: stage $stage $tool d$d"
-            else
-                echo "FAIL: stage $stage $tool d$d: $(grep -m3 -E 'ERROR|Error|error|hazard|FAIL' "$log" | tr '\n' ' ')"
-            fi
-            rm -f "$log"
+        for name in $SANITIZER_PROBLEMS; do
+            for d in 64 128; do
+                log=$BUILD/sanitizer.log
+                if compute-sanitizer --tool "$tool" --error-exitcode 9 "$BIN" --stage "$stage" $(sanitizer_problem "$name") \
+                        --head-dim "$d" --warmup 0 --iters 1 >"$log" 2>&1; then
+                    ok "stage $stage $tool $name d$d"
+                else
+                    bad "stage $stage $tool $name d$d" "$(grep -m3 -E 'ERROR|Error|error|hazard|FAIL' "$log" | tr '\n' ' ')"
+                    cp "$log" "$BUILD/sanitizer.stage$stage.$tool.$name.d$d.log"
+                fi
+            done
         done
     done
 done
-exit 0
+finish

@@ -1,48 +1,60 @@
 #!/usr/bin/env bash
 # The grader of docs/assignments.md: `make grade K=05 SRC=path/to/student.cu` runs
-#   tests/grade.sh 05 path/to/student.cu
-# with NVCC, ARCH, NVFLAGS, LDLIBS, BUILD, LINK_OBJS (harness + API objects) and PREV_OBJ (the real
-# previous stage's object) from the Makefile. It builds the student's file in place of stage NN under
-# build/grade/kNN/ (the stage's own files and objects are never touched), then:
+#   tools/grade.sh 05 path/to/student.cu
+# with the compiler, flags and stages of the Makefile (NVCC, NVFLAGS, STAGE_GENCODE: the stage's
+# -gencode flags, LDLIBS, BUILD, STAGE_TABLE), LINK_OBJS (harness + API objects) and PREV_NN (the
+# previous stage, whose real object $BUILD/kernel$PREV_NN.o the student must beat). It builds the
+# student's file in place of stage NN under build/grade/kNN/ (the stage's own files and objects are
+# never touched), then:
 #   1. build      the file compiles with the stages' flags and exports flash_forward_kernelNN
 #   2. instructions  the PTX/SASS checks of tests/stage_checks.sh for stage NN (the same ones as
 #                 tests/test_instructions.sh), and ptxas reports no spills
-#   3. matrix     the 256-case GPU correctness matrix (build/allstages --matrix) on the student's kernel
-#   4. racecheck  compute-sanitizer racecheck on a small problem (tails, causal, GQA), d64 and d128
+#   3. matrix     the GPU correctness matrix (build/allstages --matrix) on the student's kernel
+#   4. racecheck  compute-sanitizer racecheck on the small problems of tests/test_sanitizer.sh
+#                 (tails; whole query tiles that see no key), d64 and d128
 #   5. timing     the headline problem (B16 H16 S4096 D128 bf16, checked), student vs the real previous
 #                 stage, GRADE_ROUNDS alternating rounds, best median of each: the student must be faster
 # and ends with "GRADE: PASS" (exit 0) or "GRADE: FAIL" and one "  - [reason] ..." line per failure
-# (exit 1). Without a GPU, steps 3-5 are skipped: a failure of 1-2 is still a FAIL (exit 1);
-# otherwise "GRADE: NOT GRADED" (exit 2), since correctness and speed were not checked.
+# (exit 1). A gate that could not run (no GPU, no compute-sanitizer) never counts as passed: a
+# failure of the gates that did run is still a FAIL (exit 1); otherwise "GRADE: NOT GRADED" (exit
+# 2), naming what was not checked.
 # Environment: GRADE_ROUNDS (default 2), GRADE_MARGIN_PCT (the student's median must be below the
 # previous stage's by this many percent; default 0), GRADE_TOOLS (sanitizer tools; default racecheck).
 set -u
 cd "$(dirname "$0")/.."
+. tests/lib.sh
+need_make_env
 NN=${1:-}
 SRC=${2:-}
-NVCC=${NVCC:-nvcc}
-ARCH=${ARCH:--gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90}
-NVFLAGS=${NVFLAGS:--O3 -std=c++17 $ARCH -Icommon -Xcompiler -fPIC -Xptxas -warn-spills --expt-relaxed-constexpr}
-LDLIBS=${LDLIBS:--lcudart -lm}
-BUILD=${BUILD:-build}
+STAGE_GENCODE=${STAGE_GENCODE:-$ARCH}
 LINK_OBJS=${LINK_OBJS:-}
-PREV_OBJ=${PREV_OBJ:-}
+PREV=${PREV_NN:-}
 ROUNDS=${GRADE_ROUNDS:-2}
 MARGIN=${GRADE_MARGIN_PCT:-0}
 TOOLS=${GRADE_TOOLS:-racecheck}
 
-case $NN in 0[1-8]) ;; *) echo "usage: tests/grade.sh NN student.cu (NN: 01..08)" >&2; exit 2 ;; esac
+# The assignments are the "## Assignment NN" sections of docs/assignments.md.
+assignments=$(sed -n 's/^## Assignment \([0-9][0-9]\) .*/\1/p' docs/assignments.md | tr '\n' ' ')
+STAGE_NAME="" STAGE_ARCH=""
+for entry in $STAGE_TABLE; do
+    IFS=: read -r nn dir arch <<<"$entry"
+    [ "$nn" = "$NN" ] && STAGE_NAME=$dir STAGE_ARCH=$arch
+done
+if [ -z "$STAGE_NAME" ] || ! echo " $assignments" | grep -q " $NN "; then
+    echo "grade: there is no assignment ${NN:-(none given)}; docs/assignments.md has assignments $assignments" >&2
+    exit 2
+fi
 [ -f "$SRC" ] || { echo "grade: student file '$SRC' not found" >&2; exit 2; }
 N=${NN#0}
-PREV=""; [ "$N" -gt 1 ] && PREV=0$((N - 1))
-STAGE_NAME=$(basename "$(ls -d kernel${NN}_*/ 2>/dev/null | head -1)")
 OUT=$BUILD/grade/k$NN
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
 . tests/stage_checks.sh
 reasons=()
+not_run=()
 nfail=0
+# The stage checks report through ok/bad; the grader also counts the failures.
 bad() { echo "FAIL: $1: $2"; nfail=$((nfail + 1)); }
 reason() { reasons+=("$1"); }
 section() { echo; echo "== $*"; }
@@ -51,16 +63,16 @@ echo "grade: stage $NN ($STAGE_NAME), student file $SRC"
 echo "       work dir $OUT (the stage's own kernel.cu and build/kernel$NN.o are not used)"
 
 # -- 1. build -----------------------------------------------------------------------------------
-section "build: $NVCC \$NVFLAGS -Xptxas -v -c $SRC"
+section "build: $NVCC \$NVFLAGS $STAGE_GENCODE -Xptxas -v -c $SRC"
 built=0
 # shellcheck disable=SC2086
-if $NVCC $NVFLAGS -Xptxas -v -c "$SRC" -o "$OUT/kernel.o" 2>"$OUT/ptxas.txt"; then
-    echo "PASS: builds"
+if "$NVCC" $NVFLAGS $STAGE_GENCODE -Xptxas -v -c "$SRC" -o "$OUT/kernel.o" 2>"$OUT/ptxas.txt"; then
+    echo "PASS: compiles"
     built=1
     grep -E 'warning|error' "$OUT/ptxas.txt" | head -5
 else
     grep -vE '^ptxas info|^ +[0-9]+ bytes stack' "$OUT/ptxas.txt" | head -20
-    echo "FAIL: builds: nvcc failed (log: $OUT/ptxas.txt)"
+    echo "FAIL: compiles: nvcc failed (log: $OUT/ptxas.txt)"
     reason "[build] the file does not compile (see $OUT/ptxas.txt)"
 fi
 
@@ -77,7 +89,7 @@ if [ "$built" = 1 ]; then
         echo "PASS: exports flash_forward_kernel$NN"
         # The grading binary: the student's stage NN plus the real previous stage, for the timing.
         # shellcheck disable=SC2086
-        if $NVCC $ARCH "$OUT/kernel.o" $PREV_OBJ $LINK_OBJS -o "$OUT/grade" $LDLIBS 2>"$OUT/link.txt"; then
+        if "$NVCC" $ARCH "$OUT/kernel.o" ${PREV:+$BUILD/kernel$PREV.o} $LINK_OBJS -o "$OUT/grade" $LDLIBS 2>"$OUT/link.txt"; then
             echo "PASS: links ($OUT/grade: student stage $NN${PREV:+ + real stage $PREV})"
             linked=1
         else
@@ -91,7 +103,7 @@ fi
 # -- 2. instruction checks (shared with tests/test_instructions.sh) ------------------------------
 section "instructions: what stage $NN must have and must not have yet (tests/stage_checks.sh)"
 before=$nfail
-if "$NVCC" -std=c++17 -Icommon -arch=compute_80 -ptx "$SRC" -o "$OUT/kernel.ptx" 2>"$OUT/ptx.err"; then
+if "$NVCC" -std=c++17 -Icommon -arch="compute_${STAGE_ARCH#sm_}" -ptx "$SRC" -o "$OUT/kernel.ptx" 2>"$OUT/ptx.err"; then
     stage_ptx_checks "$NN" "student kernel$NN" "$OUT/kernel.ptx"
 else
     bad "student kernel$NN PTX" "$(head -3 "$OUT/ptx.err")"
@@ -110,17 +122,21 @@ if [ "$nfail" -gt "$before" ]; then
 fi
 
 # -- 3-5. the GPU part ----------------------------------------------------------------------------
+# A gate that cannot run is recorded in not_run: it never counts as passed.
 gpu=0
-if [ "$linked" = 1 ] && "$OUT/grade" --gpu-slug >/dev/null 2>&1; then gpu=1; fi
-skipped=""
+if [ "$linked" = 0 ]; then
+    not_run+=("correctness matrix, racecheck and timing: there is no grading binary (see the FAIL lines above)")
+elif ! "$OUT/grade" --gpu-slug >/dev/null 2>&1; then
+    not_run+=("correctness matrix, racecheck and timing: no CUDA device answers here")
+elif ! "$OUT/grade" --stage "$N" --batch 1 --seqlen 16 --heads 1 --head-dim 64 --iters 1 --warmup 0 \
+        >"$OUT/gpu_check.log" 2>&1 && grep -q "needs" "$OUT/gpu_check.log"; then
+    not_run+=("correctness matrix, racecheck and timing: $(grep -m1 needs "$OUT/gpu_check.log" | sed 's/^error: //')")
+else
+    gpu=1
+fi
 if [ "$gpu" = 0 ]; then
-    section "GPU: skipped"
-    if [ "$linked" = 1 ]; then
-        skipped="no CUDA device answers here"
-    else
-        skipped="the file did not build and link"
-    fi
-    echo "SKIP: correctness matrix, racecheck, timing against stage ${PREV:-(none)}: $skipped"
+    section "GPU: not run"
+    echo "SKIP: ${not_run[-1]}"
 else
     section "matrix: $OUT/grade --stage $N --matrix"
     "$OUT/grade" --stage "$N" --matrix >"$OUT/matrix.log" 2>&1
@@ -135,30 +151,33 @@ else
         reason "[matrix] correctness matrix failed: ${summary:-exit status $rc, $(tail -1 "$OUT/matrix.log")} (first failing cases in $OUT/matrix.log)"
     fi
 
-    section "sanitizer: compute-sanitizer --tool $TOOLS on a small problem"
+    section "sanitizer: compute-sanitizer --tool $TOOLS on the problems: $SANITIZER_PROBLEMS"
     if ! command -v compute-sanitizer >/dev/null 2>&1; then
-        echo "SKIP: compute-sanitizer not found: racecheck not run"
+        echo "SKIP: $TOOLS: compute-sanitizer not found"
+        not_run+=("$TOOLS: compute-sanitizer not found on this machine")
     else
-        PROBLEM="--batch 1 --seqlen-q 150 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 1 --no-check --warmup 0 --iters 1"
         for tool in $TOOLS; do
-            for d in 64 128; do
-                log=$OUT/$tool.d$d.log
-                # shellcheck disable=SC2086
-                compute-sanitizer --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $PROBLEM --head-dim "$d" >"$log" 2>&1
-                rc=$?
-                if [ "$rc" -eq 0 ]; then
-                    echo "PASS: $tool d$d"
-                else
-                    what=$(grep -m1 -E 'SUMMARY' "$log")
-                    [ -n "$what" ] || what="exit status $rc: $(grep -m1 -E 'Error|error|hazard' "$log")"
-                    grep -m3 -E '^========= (Error|Warning)' "$log"
-                    echo "FAIL: $tool d$d: $what (log: $log)"
-                    if [ "$tool" = racecheck ]; then
-                        reason "[racecheck] compute-sanitizer racecheck, head_dim $d: $what: a shared-memory hazard, most likely a missing __syncthreads() (log: $log)"
+            for name in $SANITIZER_PROBLEMS; do
+                for d in 64 128; do
+                    log=$OUT/$tool.$name.d$d.log
+                    # shellcheck disable=SC2046
+                    compute-sanitizer --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$name") \
+                        --no-check --warmup 0 --iters 1 --head-dim "$d" >"$log" 2>&1
+                    rc=$?
+                    if [ "$rc" -eq 0 ]; then
+                        echo "PASS: $tool $name d$d"
                     else
-                        reason "[$tool] compute-sanitizer $tool, head_dim $d: $what (log: $log)"
+                        what=$(grep -m1 -E 'SUMMARY' "$log")
+                        [ -n "$what" ] || what="exit status $rc: $(grep -m1 -E 'Error|error|hazard' "$log")"
+                        grep -m3 -E '^========= (Error|Warning)' "$log"
+                        echo "FAIL: $tool $name d$d: $what (log: $log)"
+                        if [ "$tool" = racecheck ]; then
+                            reason "[racecheck] compute-sanitizer racecheck, $name problem, head_dim $d: $what: a shared-memory hazard, most likely a missing __syncthreads() (log: $log)"
+                        else
+                            reason "[$tool] compute-sanitizer $tool, $name problem, head_dim $d: $what (log: $log)"
+                        fi
                     fi
-                fi
+                done
             done
         done
     fi
@@ -217,13 +236,13 @@ echo
 if [ "${#reasons[@]}" -gt 0 ]; then
     echo "GRADE: FAIL: stage $NN, $SRC"
     for r in "${reasons[@]}"; do echo "  - $r"; done
-    [ -n "$skipped" ] && echo "  (the GPU part was skipped: $skipped)"
+    for r in "${not_run[@]}"; do echo "  (not run: $r)"; done
     exit 1
 fi
-if [ -n "$skipped" ]; then
-    echo "GRADE: NOT GRADED: stage $NN, $SRC: the build and instruction checks passed, but the GPU part"
-    echo "  (correctness matrix, racecheck, timing against stage ${PREV:-none}) was skipped: $skipped."
-    echo "  Run make grade on a machine with a CUDA GPU."
+if [ "${#not_run[@]}" -gt 0 ]; then
+    echo "GRADE: NOT GRADED: stage $NN, $SRC: the checks that ran passed, but these could not run:"
+    for r in "${not_run[@]}"; do echo "  - $r"; done
+    echo "  Run make grade on a machine with a CUDA GPU and the CUDA toolkit's compute-sanitizer."
     exit 2
 fi
 echo "GRADE: PASS: stage $NN, $SRC"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# All the GPU work of one sitting at a GPU machine in one command: build for the present card, then
+# the steps named on the command line, each under a time limit, logging to $OUT (default build/gpu).
+#   build      make all for the present GPU's architecture only (ARCH=here: quicker)
+#   test       make test (CPU tests, instruction checks, GPU correctness matrix, sanitizer, API)
+#   matrix     the correctness matrix alone, every stage
+#   nokey      the no-key problem (causal, whole query tiles that see no key, filling the GPU), ten
+#              runs of every stage at head_dim 64 and 128, then racecheck on it
+#   peak       ./run --peak into the CSV
+#   reference  FA2 and cuDNN through PyTorch into the CSV (headline + sweep)
+#   bench      make bench into the CSV
+#   tune       make tune, its rows kept in plots/tune/<gpu>.csv
+#   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails wrong ones
+#   ncu        ncu metrics of every stage on the headline problem, kept in plots/ncu/<gpu>.csv
+#   sass       make sass-table: ptxas usage, PTX and SASS histograms of every stage
+#   plot       make plot
+# Usage: COMMIT=abc123 bash tools/gpu_session.sh build test bench ...
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+COMMIT=${COMMIT:-unknown}
+LOG="$OUT/session.log"
+MAKE="make --no-print-directory ARCH=here COMMIT=$COMMIT"
+
+step() {  # step NAME SECONDS COMMAND...
+    local name=$1 secs=$2; shift 2
+    echo "===== $name ($(date -u +%H:%M:%S), limit ${secs}s): $*" | tee -a "$LOG"
+    local t0=$SECONDS
+    timeout "$secs" "$@" >>"$LOG" 2>&1
+    local rc=$?
+    echo "===== $name: exit $rc after $((SECONDS - t0))s" | tee -a "$LOG"
+    return $rc
+}
+slug() { build/allstages --gpu-slug; }
+
+nokey() {
+    local s d run fails=0
+    for s in $(seq 1 "$(ls -d kernel[0-9][0-9]_*/ | wc -l)"); do
+        for d in 64 128; do
+            for run in 1 2 3 4 5 6 7 8 9 10; do
+                build/allstages --stage "$s" --batch 64 --seqlen-q 1000 --seqlen-k 5 --heads 16 --causal 1 \
+                    --head-dim "$d" --iters 3 >"$OUT/nokey.last" 2>&1 || { fails=$((fails + 1)); tail -3 "$OUT/nokey.last"; }
+            done
+            echo "stage $s d$d: 10 runs, $fails failed so far"
+            compute-sanitizer --tool racecheck --error-exitcode 9 build/allstages --stage "$s" --batch 1 --seqlen-q 400 \
+                --seqlen-k 40 --heads 2 --kv-heads 1 --causal 1 --head-dim "$d" --warmup 0 --iters 1 >"$OUT/nokey.race" 2>&1 \
+                && echo "stage $s d$d racecheck: clean" || { echo "stage $s d$d racecheck: HAZARDS"; grep -m5 -E 'hazard|ERROR|SUMMARY' "$OUT/nokey.race"; }
+        done
+    done
+    [ "$fails" -eq 0 ]
+}
+
+nvidia-smi >>"$LOG" 2>&1
+for s in "$@"; do
+    case $s in
+    build)     step build 300 $MAKE -j16 all ;;
+    test)      step test 540 $MAKE test; tail -n 1 "$LOG" ;;
+    matrix)    step matrix 300 build/allstages --stage all --matrix; grep -E '^(matrix|FAIL)' "$LOG" | tail -n 40 ;;
+    nokey)     step nokey 300 nokey; grep -E '^stage [0-9]+ d' "$LOG" | tail -n 32 ;;
+    peak)      step peak 60 build/allstages --peak --csv "plots/$(slug).csv" ;;
+    reference) step reference 300 env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --csv "plots/$(slug).csv" ;;
+    bench)     step bench 540 $MAKE bench ;;
+    tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune ;;
+    grader)    step grader 420 env GRADE_ROUNDS="${GRADE_ROUNDS:-1}" bash tests/test_grader.sh; grep -E '^(PASS|FAIL|SKIP):' "$LOG" | tail -n 12 ;;
+    ncu)       mkdir -p plots/ncu; step ncu 300 bash tools/ncu_metrics.sh "plots/ncu/$(slug).csv" ;;
+    sass)      step sass_table 120 $MAKE sass-table ;;
+    plot)      step plot 120 $MAKE plot; cp plots/*.png "$OUT/" 2>/dev/null ;;
+    *)         echo "unknown step $s" | tee -a "$LOG" ;;
+    esac
+done
+ls "$OUT" >>"$LOG"

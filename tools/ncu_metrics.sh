@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Nsight Compute on every stage at the headline problem (the 4th launch of flash_fwd_kernel, after
+# 3 warm-up launches; clocks left alone), its raw metrics appended to a CSV in long form:
+#   gpu,kernel,name,problem,metric,unit,value,commit,date
+# so that the chapters quote profiles from a file the tool wrote, through tools/results_md.py.
+# Usage: tools/ncu_metrics.sh OUT.csv [STAGE...]   (default: every stage build/allstages runs)
+set -u
+cd "$(dirname "$0")/.."
+CSV=${1:?usage: tools/ncu_metrics.sh OUT.csv [STAGE...]}
+shift
+BIN=build/allstages
+command -v ncu >/dev/null 2>&1 || { echo "ncu_metrics: ncu (Nsight Compute) not found" >&2; exit 2; }
+stages=${*:-$(seq 1 "$(ls -d kernel[0-9][0-9]_*/ | wc -l)")}
+# The sections the chapters read (throughput, pipes, scheduler and warp states) plus the shared-memory
+# bank conflicts, which no default section reports as one number.
+SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats --section Occupancy"
+METRICS=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+tmp=$(mktemp -d)
+for s in $stages; do
+    # shellcheck disable=SC2086
+    if ! ncu --clock-control none --kernel-name regex:flash_fwd_kernel --launch-skip 3 --launch-count 1 $SECTIONS \
+            --metrics "$METRICS" --page raw --csv "$BIN" --stage "$s" --no-check --warmup 3 --iters 1 >"$tmp/ncu_$s.csv" 2>"$tmp/ncu_$s.err"; then
+        echo "ncu_metrics: stage $s failed: $(tail -3 "$tmp/ncu_$s.err")" >&2
+        continue
+    fi
+    echo "stage $s profiled"
+done
+# ncu's raw page is one header row of metric names, one row of units, one row per kernel: turn the
+# rows into the long form above.
+python3 - "$CSV" "$tmp" "$(build/allstages --gpu-slug >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+        "${COMMIT:-unknown}" $stages <<'PY'
+import csv, datetime, os, sys
+out, tmp, gpu, commit, stages = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+new = not os.path.exists(out) or os.path.getsize(out) == 0
+with open(out, "a", newline="") as f:
+    w = csv.writer(f, lineterminator="\n")
+    if new:
+        w.writerow(["gpu", "kernel", "name", "problem", "metric", "unit", "value", "commit", "date"])
+    for s in stages:
+        path = os.path.join(tmp, f"ncu_{s}.csv")
+        if not os.path.exists(path):
+            continue
+        lines = [l for l in open(path) if l.startswith('"')]  # ncu's own notes are not CSV
+        rows = list(csv.reader(lines))
+        if len(rows) < 3:
+            continue
+        names, units, values = rows[0], rows[1], rows[2]
+        kernel = f"kernel{int(s):02d}"
+        name = next((d for d in sorted(os.listdir(".")) if d.startswith(kernel + "_")), kernel)
+        for n, u, v in zip(names, units, values):
+            if "__" in n:  # metrics have double underscores; the ID, process and launch columns do not
+                w.writerow([gpu, kernel, name, "headline", n, u, v.replace(",", ""), commit, date])
+PY
+rm -rf "$tmp"
+echo "ncu metrics appended to $CSV"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# make tune: time candidate tile shapes of stage 08 on the present GPU and record the winner per
+# (head_dim, causal). Each candidate is stage 08 rebuilt with -DFLASH_TILE_D64 / -DFLASH_TILE_D128
+# = "kBlockM, kBlockN, kNWarps, kMinBlocks"; the shapes that ship are the defaults compiled into
+# kernel08_final/kernel.cu, never searched at run time. Candidates that spill are reported and
+# skipped. Every timing is a checked ./run, appended to $TUNE_CSV (default build/tune/results.csv)
+# with the candidate in the name column ("kernel08_final 128x32x4x2"). Runs from `make tune`.
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+need_make_env
+T=$BUILD/tune
+mkdir -p "$T"
+CSV=${TUNE_CSV:-$T/results.csv}
+rm -f "$T"/bin_* "$T"/winners.txt
+
+CANDIDATES_D128=${CANDIDATES_D128:-"128,32,4,2 128,48,4,2 128,64,4,2 64,64,4,2 64,32,4,3 128,64,8,1"}
+CANDIDATES_D64=${CANDIDATES_D64:-"128,64,4,2 128,48,4,2 128,96,4,2 128,32,4,2 64,64,4,2 64,64,4,3"}
+
+build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or nothing if it spills
+    local d=$1 shape=$2 tag
+    tag="d${d}_$(echo "$shape" | tr ',' '_')"
+    local obj="$T/kernel08_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
+    # nvcc splits -D values at commas, so the shape travels in a forced include instead.
+    printf "#define FLASH_TILE_D%s %s\n" "$d" "$shape" >"$hdr"
+    # shellcheck disable=SC2086
+    if ! "$NVCC" $NVFLAGS $ARCH_HERE -Xptxas -v -include "$hdr" -c kernel08_final/kernel.cu -o "$obj" 2>"$T/ptxas_$tag.txt"; then
+        echo "tune: $tag does not compile: $(grep -m1 error "$T/ptxas_$tag.txt")" >&2; return
+    fi
+    if grep -E 'bytes spill (stores|loads)' "$T/ptxas_$tag.txt" | grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
+        echo "tune: d$d $shape spills, skipped" >&2; return
+    fi
+    # shellcheck disable=SC2086
+    "$NVCC" $ARCH_HERE "$obj" "$BUILD"/harness/*.o "$BUILD"/common/*.o -o "$bin" $LDLIBS || return
+    echo "$bin"
+}
+
+# Build every candidate in parallel (they are independent), then time them one by one.
+for d in 128 64; do
+    var="CANDIDATES_D$d"
+    for shape in ${!var}; do
+        build_candidate "$d" "$shape" >"$T/bin_${d}_$shape" &
+    done
+done
+wait
+
+results=$T/results.txt
+: >"$results"
+for d in 128 64; do
+    var="CANDIDATES_D$d"
+    for shape in ${!var}; do
+        bin=$(cat "$T/bin_${d}_$shape")
+        [ -n "$bin" ] || { echo "d=$d $shape: spills (skipped)"; continue; }
+        for causal in 0 1; do
+            # The headline problem, with heads * head_dim kept at 2048 for d64 (the sweep's 4k point).
+            log="$T/log_${d}_${shape}_$causal.txt"
+            if ! "$bin" --stage 8 --head-dim "$d" --heads $((2048 / d)) --causal "$causal" --csv "$T/last.csv" >"$log" 2>&1; then
+                echo "tune: d$d $shape causal=$causal failed: $(tail -2 "$log")"; continue
+            fi
+            # Name the candidate in the row, then keep it: the CSV is the record of this tuning run.
+            # Columns are found by their header names.
+            [ -s "$CSV" ] || head -n 1 "$T/last.csv" >"$CSV"
+            awk -F, -v OFS=, -v s="$(echo "$shape" | tr ',' 'x')" \
+                'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next } { $col["name"] = $col["name"] " " s; print }' \
+                "$T/last.csv" >>"$CSV"
+            tf=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next } { print $col["tflops"] }' "$T/last.csv")
+            ck=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next } { print $col["check"] }' "$T/last.csv")
+            rm -f "$T/last.csv"
+            echo "$d;$causal;$shape;$tf;$ck" >>"$results"
+            printf 'd=%-3s causal=%s  %-12s  %8s TFLOP/s  %s\n' "$d" "$causal" "$shape" "$tf" "$ck"
+        done
+    done
+done
+
+if [ ! -s "$results" ]; then
+    echo "make tune: no candidate was timed (see the messages above)" >&2
+    exit 1
+fi
+echo
+echo "winners (head_dim, causal -> kBlockM,kBlockN,kNWarps,kMinBlocks):"
+sort -t";" -k1,1n -k2,2n -k4,4gr "$results" | awk -F";" '$5 == "pass" && !seen[$1","$2]++ {print "  d=" $1 " causal=" $2 " -> " $3 "  " $4 " TFLOP/s"}' | tee "$T/winners.txt"
+echo "rows: $CSV"
