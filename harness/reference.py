@@ -30,11 +30,9 @@ import statistics
 import subprocess
 import sys
 
-CSV_COLUMNS = [
-    "gpu", "kernel", "name", "dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k",
-    "head_dim", "causal", "iters", "ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err",
-    "check", "commit", "date",
-]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from contract import CSV_COLUMNS, HEADLINE, sweep_problems  # noqa: E402
+
 
 # (kernel column, name column, SDPBackend member name)
 BACKENDS = [
@@ -52,33 +50,23 @@ FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def headline_problems():
-    """The chapters' problem: (batch, heads, seqlen, head_dim, causal)."""
-    return [(16, 16, 4096, 128, 0)]
-
-
-def sweep_problems():
-    """The benchmark sweep: batch*seqlen = 65536 and heads*head_dim = 2048 keep the work per
-    problem roughly constant, so throughput differences come from the kernel, not the size."""
-    problems = []
-    for head_dim in (64, 128):
-        for causal in (0, 1):
-            for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
-                problems.append((65536 // seqlen, 2048 // head_dim, seqlen, head_dim, causal))
-    return problems
+def as_reference_problem(problem):
+    """A contract problem tuple -> (batch, heads, seqlen, head_dim, causal): the references run
+    square problems with heads_kv = heads."""
+    dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = problem
+    assert dtype == "bf16" and heads_q == heads_kv and seqlen_q == seqlen_k, problem
+    return (batch, heads_q, seqlen_q, head_dim, causal)
 
 
 def select_problems(which):
+    headline = [as_reference_problem(HEADLINE)]
+    sweep = [as_reference_problem(p) for p in sweep_problems()]
     if which == "headline":
-        return headline_problems()
+        return headline
     if which == "sweep":
-        return sweep_problems()
+        return sweep
     # "all": the headline is also a sweep point; keep each problem once, headline first.
-    problems = []
-    for p in headline_problems() + sweep_problems():
-        if p not in problems:
-            problems.append(p)
-    return problems
+    return headline + [p for p in sweep if p not in headline]
 
 
 def git_commit():

@@ -24,11 +24,9 @@ import os
 import re
 import sys
 
-COLUMNS = [
-    "gpu", "kernel", "name", "dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k",
-    "head_dim", "causal", "iters", "ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err",
-    "check", "commit", "date",
-]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness"))
+from contract import CSV_COLUMNS as COLUMNS, HEADLINE, SWEEP_SEQLENS, SWEEP_TOKENS, SWEEP_WIDTH, seqlen_label  # noqa: E402
+
 INT_COLUMNS = ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal", "iters"]
 FLOAT_COLUMNS = ["ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err"]
 CHECK_VALUES = {"pass", "fail", "skipped"}
@@ -69,11 +67,6 @@ SWEEP_LEGEND_STAGE_COLUMNS = 2  # the sweep legend: stages in 2 columns, the ref
 DODGE_THRESHOLD = 0.6
 FAILED_MARKER = dict(marker="x", color="tab:red", markersize=8, markeredgewidth=2)
 
-# (dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal): the chapters' problem.
-HEADLINE = ("bf16", 16, 16, 16, 4096, 4096, 128, 0)
-SWEEP_TOKENS = 65536     # batch * seqlen of every sweep problem
-SWEEP_WIDTH = 2048       # heads * head_dim of every sweep problem
-SWEEP_SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 
 FIGSIZE = (10, 5)
 DPI = 120
@@ -373,7 +366,7 @@ def draw_sweep(results, out_path):
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_locator(FixedLocator(SWEEP_SEQLENS))
             ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xticklabels([f"{s // 1024}k" if s >= 1024 else str(s) for s in SWEEP_SEQLENS])
+            ax.set_xticklabels([seqlen_label(s) for s in SWEEP_SEQLENS])
             ax.set_xlim(SWEEP_SEQLENS[0] / 1.25, SWEEP_SEQLENS[-1] * 1.25)
             ax.grid(alpha=0.3)
             ax.set_title(f"head_dim {head_dim}, {'causal' if causal else 'non-causal'}",

@@ -1,13 +1,33 @@
-"""The C API of common/flash.h through build/libflash.so, from Python with ctypes: the stage
-table, and every contract violation rejected with a message that names the parameter, before any
-device work (so it runs on a machine without a GPU). Prints PASS:/FAIL: lines."""
+"""The C API of common/flash.h through build/libflash.so, from Python with ctypes.
+
+Without a GPU (and with one): the stage table matches the kernelNN_name directories, the library
+exports exactly the functions flash.h declares, and every contract violation is rejected with a
+message that names the parameter, before any device work.
+
+With a GPU, through the CUDA runtime the library itself loaded:
+  - rows that see no key: causal, seqlen_q - seqlen_k spanning whole query tiles of every stage,
+    at a batch x heads that fills the GPU, launched repeatedly: those rows get O = 0 and LSE = +inf
+    on every launch, and the last row, which sees every key, matches a float64 computation here;
+  - --threads: eight host threads make their first calls into a fresh process at the same moment
+    (the one-time per-device set-up of the stages races there) and must all get the answer a single
+    thread gets.
+Prints PASS:/FAIL:/SKIP: lines; exits 1 if any failed."""
+import array
 import ctypes
+import glob
+import math
 import os
+import random
+import re
+import struct
+import subprocess
 import sys
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", "build")
 FLASH_BF16, FLASH_FP16 = 0, 1
-FLASH_E_INVALID, FLASH_E_UNSUPPORTED = 1, 2
+FLASH_OK, FLASH_E_INVALID, FLASH_E_UNSUPPORTED = 0, 1, 2
 
 
 class Problem(ctypes.Structure):
@@ -27,25 +47,43 @@ def check(name, ok, why=""):
     failures += 0 if ok else 1
 
 
-lib = ctypes.CDLL(os.path.join(ROOT, "build", "libflash.so"))
+def skip(name, why):
+    print(f"SKIP: {name}: {why}")
+
+
+LIB_PATH = os.path.join(ROOT, BUILD, "libflash.so")
+lib = ctypes.CDLL(LIB_PATH)
 lib.flash_strerror.restype = ctypes.c_char_p
 lib.flash_stage_name.restype = ctypes.c_char_p
 lib.flash_forward.argtypes = [ctypes.c_int, ctypes.POINTER(Problem), ctypes.c_void_p]
 
-check("flash_stage_count() == 8", lib.flash_stage_count() == 8, str(lib.flash_stage_count()))
-names = [lib.flash_stage_name(i) for i in range(1, 9)]
-check("stage names", names[0] == b"kernel01_naive" and names[4] == b"kernel05_swizzle"
-      and names[7] == b"kernel08_final", str(names))
-check("flash_stage_name(0) is NULL", lib.flash_stage_name(0) is None)
+# -- the stage table is the stage directories -----------------------------------------------------
+dirs = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*/kernel.cu")))
+count = lib.flash_stage_count()
+check(f"flash_stage_count() == {len(dirs)}, the number of stage directories", count == len(dirs), str(count))
+names = [(lib.flash_stage_name(i) or b"").decode() for i in range(1, count + 1)]
+check("flash_stage_name(1..n) are the stage directories, in order", names == dirs, f"{names} vs {dirs}")
+check("flash_stage_name(0) and (n + 1) are NULL", lib.flash_stage_name(0) is None and lib.flash_stage_name(count + 1) is None)
+
+# -- exports: exactly what flash.h declares --------------------------------------------------------
+declared = sorted(re.findall(r"^[a-z ]*[ *](flash_[a-z_]+)\(", open(os.path.join(ROOT, "common", "flash.h")).read(), re.M))
+try:
+    nm = subprocess.run(["nm", "-D", "--defined-only", LIB_PATH], capture_output=True, text=True, check=True).stdout
+    exported = sorted(line.split()[-1] for line in nm.splitlines() if line.split() and line.split()[1] in "TtDdBbRrWwVv")
+    check("libflash.so exports exactly the functions of flash.h", exported == declared,
+          f"exported {exported}, declared {declared}")
+except (OSError, subprocess.CalledProcessError) as e:
+    skip("libflash.so exports exactly the functions of flash.h", f"nm failed: {e}")
 
 
+# -- contract violations, before any device work ---------------------------------------------------
 def good():
     # Fake but 16-byte aligned device pointers: every case below must fail before any use.
     return Problem(0x1000, 0x2000, 0x3000, 0x4000, None, 2, 100, 120, 8, 2, 128, FLASH_BF16, 1, 0.0)
 
 
 cases = [
-    ("stage 9", 9, {}, FLASH_E_INVALID, b"stage"),
+    (f"stage {count + 1}", count + 1, {}, FLASH_E_INVALID, b"stage"),
     ("stage 0", 0, {}, FLASH_E_INVALID, b"stage"),
     ("head_dim 96", 5, {"head_dim": 96}, FLASH_E_UNSUPPORTED, b"head_dim"),
     ("batch 0", 5, {"batch": 0}, FLASH_E_INVALID, b"batch"),
@@ -66,6 +104,203 @@ for name, stage, change, want_rc, want_word in cases:
     rc = lib.flash_forward(stage, ctypes.byref(p), None)
     msg = lib.flash_strerror(rc) or b""
     check(f"rejects {name}", rc == want_rc and want_word in msg, f"rc={rc} message={msg!r}")
-
 check("NULL problem rejected", lib.flash_forward(5, None, None) == FLASH_E_INVALID)
+
+
+# -- the GPU part ---------------------------------------------------------------------------------
+def load_cudart():
+    """The CUDA runtime libflash.so is linked against (ldd names it), so that the buffers below
+    live in the same context as the library's launches; None without a usable GPU."""
+    try:
+        ldd = subprocess.run(["ldd", LIB_PATH], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    match = re.search(r"libcudart\.so\S*\s+=>\s+(\S+)", ldd)
+    if not match:
+        return None
+    rt = ctypes.CDLL(match.group(1))
+    n = ctypes.c_int(0)
+    if rt.cudaGetDeviceCount(ctypes.byref(n)) != 0 or n.value == 0:
+        return None
+    rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+    rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    rt.cudaMemset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    rt.cudaFree.argtypes = [ctypes.c_void_p]
+    return rt
+
+
+H2D, D2H = 1, 2
+
+
+def bf16_bits(x):
+    """float -> bf16 bits, round to nearest even."""
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def bf16_value(bits):
+    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+
+
+class Buffers:
+    """q, k, v (bf16), o (bf16), lse (fp32) of one problem on the device. The inputs repeat one
+    random pattern of PATTERN (a prime) values: random enough for attention, and quick to build
+    here at sizes that fill a GPU."""
+    PATTERN = 4099
+
+    def __init__(self, rt, batch, sq, sk, heads, d, seed):
+        self.rt, self.shape = rt, (batch, sq, sk, heads, d)
+        rng = random.Random(seed)
+        self.pattern = {}
+        self.dev = {}
+        for name, rows in (("q", sq), ("k", sk), ("v", sk)):
+            n = batch * rows * heads * d
+            bits = [bf16_bits(rng.gauss(0.0, 1.0)) for _ in range(self.PATTERN)]
+            self.pattern[name] = bits
+            data = (struct.pack(f"<{self.PATTERN}H", *bits) * (n // self.PATTERN + 1))[:2 * n]
+            self.dev[name] = self.alloc(2 * n)
+            assert rt.cudaMemcpy(self.dev[name], data, 2 * n, H2D) == 0
+        self.n_o = batch * sq * heads * d
+        self.n_lse = batch * heads * sq
+        self.dev["o"] = self.alloc(2 * self.n_o)
+        self.dev["lse"] = self.alloc(4 * self.n_lse)
+
+    def value(self, name, index):
+        return bf16_value(self.pattern[name][index % self.PATTERN])
+
+    def alloc(self, nbytes):
+        ptr = ctypes.c_void_p()
+        assert self.rt.cudaMalloc(ctypes.byref(ptr), nbytes) == 0
+        return ptr.value
+
+    def problem(self, causal):
+        batch, sq, sk, heads, d = self.shape
+        return Problem(self.dev["q"], self.dev["k"], self.dev["v"], self.dev["o"], self.dev["lse"],
+                       batch, sq, sk, heads, heads, d, FLASH_BF16, causal, 0.0)
+
+    def poison(self):
+        # 0xFF..: NaN in bf16 and in fp32, so whatever a stage does not write shows.
+        self.rt.cudaMemset(self.dev["o"], 0xFF, 2 * self.n_o)
+        self.rt.cudaMemset(self.dev["lse"], 0xFF, 4 * self.n_lse)
+
+    def fetch(self):
+        """(O as an array of bf16 bits, LSE as an array of floats), copied back."""
+        o = ctypes.create_string_buffer(2 * self.n_o)
+        lse = ctypes.create_string_buffer(4 * self.n_lse)
+        assert self.rt.cudaMemcpy(o, self.dev["o"], 2 * self.n_o, D2H) == 0
+        assert self.rt.cudaMemcpy(lse, self.dev["lse"], 4 * self.n_lse, D2H) == 0
+        return array.array("H", o.raw), array.array("f", lse.raw)
+
+    def free(self):
+        for ptr in self.dev.values():
+            self.rt.cudaFree(ptr)
+
+    def reference_row(self, b, h, i):
+        """O and LSE of query row i of (b, h), causal, in float64 (the bf16 inputs exactly)."""
+        batch, sq, sk, heads, d = self.shape
+        scale = 1.0 / math.sqrt(d)
+        q = [self.value("q", ((b * sq + i) * heads + h) * d + c) for c in range(d)]
+        visible = [j for j in range(sk) if j <= i + sk - sq]
+        scores = [scale * sum(q[c] * self.value("k", ((b * sk + j) * heads + h) * d + c) for c in range(d))
+                  for j in visible]
+        m = max(scores)
+        w = [math.exp(s - m) for s in scores]
+        total = sum(w)
+        o = [sum(w[n] * self.value("v", ((b * sk + j) * heads + h) * d + c) for n, j in enumerate(visible)) / total
+             for c in range(d)]
+        return o, m + math.log(total)
+
+
+def no_key_check(rt):
+    """Whole query tiles that see no key, filling the GPU, launched repeatedly, every stage. Row i
+    sees keys j <= i + sk - sq: rows i < sq - sk see none (995 rows: 7 whole tiles of 128 rows)."""
+    batch, sq, sk, heads, runs = 8, 1000, 5, 16, 5
+    empty = sq - sk
+    for d in (64, 128):
+        bufs = Buffers(rt, batch, sq, sk, heads, d, seed=d)
+        ref_o, ref_lse = bufs.reference_row(batch - 1, heads - 1, sq - 1)
+        for stage in range(1, count + 1):
+            name = (f"stage {stage:02d} d{d}: rows that see no key get O = 0, LSE = +inf "
+                    f"({runs} launches, B{batch} H{heads} Sq{sq} Sk{sk} causal)")
+            errors = []
+            rc = FLASH_OK
+            for run in range(runs):
+                bufs.poison()
+                rc = lib.flash_forward(stage, ctypes.byref(bufs.problem(1)), None)
+                if rc == FLASH_E_UNSUPPORTED:
+                    break
+                if rc != FLASH_OK or rt.cudaDeviceSynchronize() != 0:
+                    errors.append(f"launch {run}: rc {rc}: {lib.flash_strerror(rc)}")
+                    break
+                o, lse = bufs.fetch()
+                # O is [b, i, h, d]: a batch's no-key rows of every head are one contiguous run.
+                # LSE is [b, h, i]: a (batch, head)'s no-key rows are one run. 0x8000 is -0.
+                bad_o = bad_lse = 0
+                for b in range(batch):
+                    run_o = o[b * sq * heads * d:(b * sq + empty) * heads * d]
+                    bad_o += len(run_o) - run_o.count(0) - run_o.count(0x8000)
+                    for h in range(heads):
+                        run_lse = lse[(b * heads + h) * sq:(b * heads + h) * sq + empty]
+                        bad_lse += len(run_lse) - run_lse.count(math.inf)
+                last = ((((batch - 1) * sq + sq - 1) * heads) + heads - 1) * d
+                err = max(abs(bf16_value(o[last + c]) - ref_o[c]) for c in range(d))
+                lse_err = abs(lse[((batch - 1) * heads + heads - 1) * sq + sq - 1] - ref_lse)
+                if bad_o or bad_lse or not err < 2e-2 or not lse_err < 1e-3:
+                    errors.append(f"launch {run}: {bad_o} O elements of no-key rows not 0, {bad_lse} LSEs not +inf, "
+                                  f"last row |dO| {err:.2e} |dLSE| {lse_err:.2e}")
+            if rc == FLASH_E_UNSUPPORTED:
+                skip(name, lib.flash_strerror(rc).decode())
+            else:
+                check(name, not errors, "; ".join(errors[:2]))
+        bufs.free()
+
+
+def threads_check(rt):
+    """Eight threads, first calls of the process, released together; each must match one thread."""
+    stage = count  # the most advanced stage: it has the one-time set-up (tile choice, shared-memory opt-in)
+    shapes = [(2, 300, 300, 4, 128), (2, 300, 300, 4, 64)]
+    bufs = [Buffers(rt, *shape, seed=7) for shape in shapes for _ in range(4)]
+    start = threading.Barrier(len(bufs))
+    results = [None] * len(bufs)
+
+    def work(idx):
+        start.wait()
+        results[idx] = lib.flash_forward(stage, ctypes.byref(bufs[idx].problem(0)), None)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(bufs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rt.cudaDeviceSynchronize()
+    name = f"stage {stage:02d}: {len(bufs)} host threads make the process's first calls at once"
+    if all(rc == FLASH_E_UNSUPPORTED for rc in results):
+        skip(name, lib.flash_strerror(FLASH_E_UNSUPPORTED).decode())
+        return
+    outputs = [b.fetch()[0] for b in bufs]
+    # Then one thread alone, on the same inputs: the same bits (the stages are deterministic).
+    for b in bufs:
+        lib.flash_forward(stage, ctypes.byref(b.problem(0)), None)
+    rt.cudaDeviceSynchronize()
+    again = [b.fetch()[0] for b in bufs]
+    bad = [i for i in range(len(bufs)) if results[i] != FLASH_OK or outputs[i] != again[i]]
+    check(name, not bad, f"threads {bad}: return codes {results}")
+    for b in bufs:
+        b.free()
+
+
+rt = load_cudart()
+if "--threads" in sys.argv:
+    if rt is None:
+        skip("concurrent first calls from host threads", "no CUDA device here")
+    else:
+        threads_check(rt)
+elif rt is None:
+    skip("rows that see no key, on the GPU", "no CUDA device here")
+else:
+    no_key_check(rt)
+    # The threads check needs a process whose first calls it makes: a fresh interpreter.
+    sub = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads"], capture_output=True, text=True)
+    print(sub.stdout, end="")
+    failures += sub.returncode != 0
 sys.exit(1 if failures else 0)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Proves the grader (make grade, tests/grade.sh) on stage 05: the real kernel05 must PASS, and each
-# wrong file of tests/make_grader_fixtures.sh must FAIL for its own reason:
+# Proves the grader (make grade, tools/grade.sh) on stage 05: the real kernel05 must PASS, and each
+# wrong file of tools/make_grader_fixtures.sh must FAIL for its own reason:
 #   wrong_causal.cu     -> [matrix]        (and not for its instructions: the technique is there)
 #   missing_barrier.cu  -> [racecheck]     (a shared-memory hazard)
 #   previous_stage.cu   -> [instructions]  (no swizzle xor); whether the timing also caught it
@@ -15,11 +15,9 @@ mkdir -p "$OUT"
 MAKE_ARGS=()
 [ -n "${ARCH:-}" ] && MAKE_ARGS+=("ARCH=$ARCH")
 
-ok()   { echo "PASS: $1"; }
-bad()  { echo "FAIL: $1: $2"; }
-skip() { echo "SKIP: $1: $2"; }
+. tests/lib.sh
 
-if bash tests/make_grader_fixtures.sh build/grader_fixtures >"$OUT/fixtures.log" 2>&1; then
+if bash tools/make_grader_fixtures.sh build/grader_fixtures >"$OUT/fixtures.log" 2>&1; then
     ok "grader fixtures generate from kernel05/kernel04"
 else
     bad "grader fixtures generate" "$(tail -2 "$OUT/fixtures.log")"
@@ -27,7 +25,7 @@ else
 fi
 
 # grade NAME FILE: make grade K=05 SRC=FILE into $OUT/NAME.log; sets rc. make exits 2 whenever the
-# recipe fails, so tests/grade.sh's own status (1 FAIL, 2 NOT GRADED) is told by its GRADE line.
+# recipe fails, so tools/grade.sh's own status (1 FAIL, 2 NOT GRADED) is told by its GRADE line.
 grade() {
     make -s grade K=05 SRC="$2" "${MAKE_ARGS[@]}" >"$OUT/$1.log" 2>&1
     rc=$?
@@ -66,7 +64,8 @@ if [ "$gpu" = 0 ]; then
     skip "grade wrong_causal.cu -> FAIL [matrix]" "no CUDA device here"
     skip "grade missing_barrier.cu -> FAIL [racecheck]" "no CUDA device here"
     skip "grade previous_stage.cu -> FAIL [instructions] / [timing]" "no CUDA device here"
-    exit 0
+    skip "grade without compute-sanitizer -> NOT GRADED" "no CUDA device here"
+    finish; exit
 fi
 
 # -- on a GPU ------------------------------------------------------------------------------------
@@ -100,4 +99,12 @@ if [ "$rc" -ne 0 ] && is_fail previous_stage && has_reason previous_stage instru
 else
     bad "grade previous_stage.cu -> FAIL [instructions]" "exit $rc, $(verdict previous_stage); $(grep '^  - ' "$OUT/previous_stage.log" | tr '\n' ' ') (log: $OUT/previous_stage.log)"
 fi
-exit 0
+
+# A gate that cannot run never passes: without compute-sanitizer the real stage is NOT GRADED.
+COMPUTE_SANITIZER=/nonexistent/compute-sanitizer grade no_sanitizer kernel05_swizzle/kernel.cu
+if [ "$rc" -ne 0 ] && grep -q '^GRADE: NOT GRADED' "$OUT/no_sanitizer.log" && grep -q 'racecheck: .*not found' "$OUT/no_sanitizer.log"; then
+    ok "grade without compute-sanitizer -> NOT GRADED (racecheck could not run)"
+else
+    bad "grade without compute-sanitizer -> NOT GRADED" "exit $rc, $(verdict no_sanitizer) (log: $OUT/no_sanitizer.log)"
+fi
+finish

@@ -19,7 +19,8 @@
 # failure of the gates that did run is still a FAIL (exit 1); otherwise "GRADE: NOT GRADED" (exit
 # 2), naming what was not checked.
 # Environment: GRADE_ROUNDS (default 2), GRADE_MARGIN_PCT (the student's median must be below the
-# previous stage's by this many percent; default 0), GRADE_TOOLS (sanitizer tools; default racecheck).
+# previous stage's by this many percent; default 0), GRADE_TOOLS (sanitizer tools; default racecheck),
+# COMPUTE_SANITIZER (the sanitizer's path; default compute-sanitizer from PATH).
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -32,6 +33,7 @@ PREV=${PREV_NN:-}
 ROUNDS=${GRADE_ROUNDS:-2}
 MARGIN=${GRADE_MARGIN_PCT:-0}
 TOOLS=${GRADE_TOOLS:-racecheck}
+SANITIZER=${COMPUTE_SANITIZER:-compute-sanitizer}
 
 # The assignments are the "## Assignment NN" sections of docs/assignments.md.
 assignments=$(sed -n 's/^## Assignment \([0-9][0-9]\) .*/\1/p' docs/assignments.md | tr '\n' ' ')
@@ -152,16 +154,16 @@ else
     fi
 
     section "sanitizer: compute-sanitizer --tool $TOOLS on the problems: $SANITIZER_PROBLEMS"
-    if ! command -v compute-sanitizer >/dev/null 2>&1; then
-        echo "SKIP: $TOOLS: compute-sanitizer not found"
-        not_run+=("$TOOLS: compute-sanitizer not found on this machine")
+    if ! command -v "$SANITIZER" >/dev/null 2>&1; then
+        echo "SKIP: $TOOLS: $SANITIZER not found"
+        not_run+=("$TOOLS: $SANITIZER not found on this machine")
     else
         for tool in $TOOLS; do
             for name in $SANITIZER_PROBLEMS; do
                 for d in 64 128; do
                     log=$OUT/$tool.$name.d$d.log
                     # shellcheck disable=SC2046
-                    compute-sanitizer --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$name") \
+                    "$SANITIZER" --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$name") \
                         --no-check --warmup 0 --iters 1 --head-dim "$d" >"$log" 2>&1
                     rc=$?
                     if [ "$rc" -eq 0 ]; then

@@ -9,7 +9,7 @@
 #                      -> the instruction checks fail (no swizzle xor) and it is no faster than 04
 # Each edit must change the file: when a kernel is rewritten so that a pattern no longer matches,
 # this script fails instead of writing a fixture that is silently correct.
-# Usage: tests/make_grader_fixtures.sh [OUTDIR]   (default build/grader_fixtures)
+# Usage: tools/make_grader_fixtures.sh [OUTDIR]   (default build/grader_fixtures)
 set -eu
 cd "$(dirname "$0")/.."
 OUT=${1:-build/grader_fixtures}

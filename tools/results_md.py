@@ -1,158 +1,501 @@
 #!/usr/bin/env python3
-"""Markdown tables from a benchmark CSV (the one plots/plot.py draws), pasted between markers in
-README.md and docs/: `<!-- RESULTS -->` ... `<!-- /RESULTS -->`, `<!-- MEASURED:NN -->` ...
-`<!-- /MEASURED -->` and `<!-- PEAK -->` ... `<!-- /PEAK -->`. The numbers come from the CSV alone, so the prose never carries a number
-the harness did not write.
+"""Every measured figure of README.md, docs/*.md and the stages' header comments, written from
+the CSVs the harness and the tools wrote on the GPU, so that the prose never carries a number
+they did not produce:
 
-Usage: python3 plots/results_md.py plots/nvidia_h200.csv [--write]   (without --write: print)
+  plots/<gpu>.csv           make bench, make reference, ./run --peak   (the benchmark run)
+  plots/tune/<gpu>.csv      make tune                                   (stage 08's candidate tiles)
+  plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
+  plots/repeats/*.csv       stage 08 and FA2 timed alternately          (tools/gpu_session.sh repeat)
+
+What it fills, between markers that the text keeps:
+
+  <!-- RESULTS --> ... <!-- /RESULTS -->        README: the ladder table and the two plots
+  <!-- STAGES --> ... <!-- /STAGES -->          the stage table, from the kernelNN_name directories
+  <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN against FA2 over the sweep
+  <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
+  <!-- TUNE --> ... <!-- /TUNE -->              the make tune table
+  <!-- REPEATS --> ... <!-- /REPEATS -->        the alternating stage 08 / FA2 repeat
+  <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
+  <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
+  " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
+
+Usage: tools/results_md.py [--write | --check] [--csv plots/<gpu>.csv]
+  (neither)  print what would be written;  --write  update the files;  --check  exit 1 if any file
+  differs from what the CSVs give (tests/test_docs.sh runs this: prose and CSV never disagree).
 """
 import argparse
+import csv
+import glob
 import os
 import re
+import statistics
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot import CsvError, Results, parse_csv, usable_tflops  # noqa: E402
+import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEADLINE = ("bf16", 16, 16, 16, 4096, 4096, 128)
+sys.path.insert(0, os.path.join(ROOT, "plots"))
+sys.path.insert(0, os.path.join(ROOT, "harness"))
+from contract import HEADLINE, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, seqlen_label, sweep_problem  # noqa: E402
+from plot import CsvError, Results, parse_csv, usable_tflops  # noqa: E402
 
 
-def key(problem, causal):
-    return problem + (causal,)
+class GenError(Exception):
+    """A marker asks for something the CSVs do not hold; the message names the file."""
 
 
-def tf(results, kernel, k):
-    row = results.row(kernel, k)
-    return (usable_tflops(row), row) if row else (None, None)
+# ------------------------------------------------------------------------------------------------
+# Data
 
+def headline(causal=0):
+    return HEADLINE[:-1] + (causal,)
+
+
+def problem_arg(text):
+    """'headline', 'headline/causal', 'sweep/D/S' or 'sweep/D/S/causal' -> a problem tuple."""
+    parts = text.split("/")
+    causal = 1 if parts[-1] == "causal" else 0
+    if parts[0] == "headline":
+        return headline(causal)
+    if parts[0] == "sweep" and len(parts) >= 3:
+        return sweep_problem(int(parts[2]), int(parts[1]), causal)
+    raise GenError(f"unknown problem '{text}'")
+
+
+class Data:
+    def __init__(self, csv_path):
+        self.csv_path = csv_path
+        self.slug = os.path.splitext(os.path.basename(csv_path))[0]
+        self.results = Results(parse_csv(csv_path))
+        self.tune = self._optional(os.path.join(ROOT, "plots", "tune", self.slug + ".csv"), parse_csv)
+        self.ncu = self._optional(os.path.join(ROOT, "plots", "ncu", self.slug + ".csv"), read_ncu)
+        repeats = sorted(glob.glob(os.path.join(ROOT, "plots", "repeats", self.slug + "_*.csv")))
+        self.repeats_path = repeats[-1] if repeats else None
+        self.repeats = parse_csv(self.repeats_path) if self.repeats_path else None
+
+    @staticmethod
+    def _optional(path, reader):
+        return (path, reader(path)) if os.path.exists(path) else (path, None)
+
+    def gpu(self):
+        return self.results.gpu_label()
+
+    def tflops(self, kernel, problem):
+        row = self.results.row(kernel, problem)
+        value = usable_tflops(row) if row else None
+        if value is None:
+            raise GenError(f"{self.csv_path} has no {kernel} row for {problem}")
+        return value
+
+    def commit(self, kernel, problem):
+        row = self.results.row(kernel, problem)
+        return row["commit"] if row else "unknown"
+
+    def peak(self):
+        value = self.results.peak()
+        if value is None:
+            raise GenError(f"{self.csv_path} has no mma_peak row")
+        return value
+
+    def ncu_value(self, kernel, metric):
+        path, rows = self.ncu
+        if rows is None:
+            raise GenError(f"{path} does not exist (tools/gpu_session.sh ncu writes it)")
+        if (kernel, metric) not in rows:
+            raise GenError(f"{path} has no {metric} for {kernel}")
+        return rows[(kernel, metric)]
+
+
+def read_ncu(path):
+    """{(kernel, metric): (value, unit, commit)}: the last row of each wins."""
+    rows = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                value = float(row["value"])
+            except ValueError:
+                continue
+            rows[(row["kernel"], row["metric"])] = (value, row["unit"], row["commit"])
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Formatting
 
 def fmt(x, digits=1):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def ladder_table(results):
+def pct(a, b):
+    return f"{100 * a / b:.1f}%"
+
+
+def count(x):
+    """7530966197 -> '7.5 G', 55679 -> '56 k'."""
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            v = x / scale
+            return f"{v:.{1 if v < 10 else 0}f} {unit}"
+    return f"{x:.0f}"
+
+
+def stage_number(kernel):
+    return kernel[-2:]
+
+
+# ------------------------------------------------------------------------------------------------
+# Blocks
+
+def ladder_table(data):
     """Every stage at the headline problem, non-causal and causal, with % of FA2 and the step."""
+    res = data.results
     lines = ["| stage | TFLOP/s | % of FA2 | vs previous | causal TFLOP/s | causal % of FA2 | check |",
              "|---|---:|---:|---:|---:|---:|---|"]
-    fa2 = {c: tf(results, "fa2", key(HEADLINE, c))[0] for c in (0, 1)}
+    fa2 = {c: data.tflops("fa2", headline(c)) for c in (0, 1)}
     prev = None
-    for stage in results.stages:
-        t0, r0 = tf(results, stage, key(HEADLINE, 0))
-        t1, r1 = tf(results, stage, key(HEADLINE, 1))
+    for stage in res.stages:
+        r0, r1 = res.row(stage, headline(0)), res.row(stage, headline(1))
         if r0 is None:
             continue
-        pct = lambda t, c: fmt(100 * t / fa2[c]) + "%" if t and fa2[c] else "-"
+        t0, t1 = usable_tflops(r0), usable_tflops(r1) if r1 else None
         step = f"{t0 / prev:.2f}x" if prev and t0 else "-"
         checks = "/".join(r["check"] for r in (r0, r1) if r)
-        lines.append(f"| {results.names[stage]} | {fmt(t0)} | {pct(t0, 0)} | {step} | {fmt(t1)} | {pct(t1, 1)} | {checks} |")
+        lines.append(f"| {res.names[stage]} | {fmt(t0)} | {pct(t0, fa2[0])} | {step} | {fmt(t1)} | "
+                     f"{pct(t1, fa2[1]) if t1 else '-'} | {checks} |")
         prev = t0
     for ref, label in (("fa2", "FlashAttention-2 (PyTorch SDPA flash)"), ("cudnn", "cuDNN (PyTorch SDPA cudnn)")):
-        t0, _ = tf(results, ref, key(HEADLINE, 0))
-        t1, _ = tf(results, ref, key(HEADLINE, 1))
-        if t0:
-            lines.append(f"| {label} | {fmt(t0)} | {fmt(100 * t0 / fa2[0]) + '%' if fa2[0] else '-'} | | {fmt(t1)} | "
-                         f"{fmt(100 * t1 / fa2[1]) + '%' if t1 and fa2[1] else '-'} | |")
-    peak = results.peak()
-    if peak:
-        lines.append(f"| mma.sync m16n8k16 ceiling (`./run --peak`) | {fmt(peak)} | {fmt(100 * peak / fa2[0]) + '%' if fa2[0] else '-'} | | | | |")
+        t0, t1 = data.tflops(ref, headline(0)), data.tflops(ref, headline(1))
+        lines.append(f"| {label} | {fmt(t0)} | {pct(t0, fa2[0])} | | {fmt(t1)} | {pct(t1, fa2[1])} | |")
+    peak = data.peak()
+    lines.append(f"| mma.sync m16n8k16 ceiling (`./run --peak`) | {fmt(peak)} | {pct(peak, fa2[0])} | | | | |")
     return "\n".join(lines)
 
 
-def sweep_table(results, stage):
+def ladder_intro(data):
+    return (f"Measured on the {data.gpu()} at the headline problem (B16 H16 S4096 D128 bf16), all stages "
+            f"and the references in one benchmark run (`make bench`, `make reference`, `./build/allstages --peak`; "
+            f"rows in `{os.path.relpath(data.csv_path, ROOT)}`):")
+
+
+def sweep_table(data, stage):
     """One stage against FA2 over the sweep: TFLOP/s and ratio per (head_dim, causal, seqlen)."""
-    lines = ["| head_dim | causal | " + " | ".join(f"{s // 1024}k" if s >= 1024 else str(s) for s in SEQLENS) + " |",
-             "|---|---|" + "---:|" * len(SEQLENS)]
-    for d in (64, 128):
+    lines = ["| head_dim | causal | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
+             "|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
+    for d in SWEEP_HEAD_DIMS:
         for c in (0, 1):
             cells = []
-            for s in SEQLENS:
-                problem = ("bf16", 65536 // s, 2048 // d, 2048 // d, s, s, d)
-                t, _ = tf(results, stage, key(problem, c))
-                f, _ = tf(results, "fa2", key(problem, c))
-                cells.append(f"{fmt(t)} ({t / f:.2f}x)" if t and f else fmt(t))
+            for s in SWEEP_SEQLENS:
+                problem = sweep_problem(s, d, c)
+                t, f = data.tflops(stage, problem), data.tflops("fa2", problem)
+                cells.append(f"{fmt(t)} ({t / f:.2f}x)")
             lines.append(f"| {d} | {c} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
-
-
-def stage_block(results, nn):
-    stages = [s for s in results.stages if s.endswith(nn)]
+def measured_block(data, nn):
+    ladder = ladder_intro(data) + "\n\n" + ladder_table(data)
+    if nn == "00":
+        return ladder
+    stages = [s for s in data.results.stages if s.endswith(nn)]
     if not stages:
-        return None
-    stage = stages[0]
-    gpu = results.gpu_label()
-    out = [f"On the {gpu}, TFLOP/s (and ratio to FlashAttention-2 timed in the same session) over the "
-           f"sweep, bf16, from the committed CSV:", "", sweep_table(results, stage)]
-    return "\n".join(out)
+        raise GenError(f"{data.csv_path} has no kernel{nn} rows")
+    return (ladder + f"\n\nStage {nn} over the sweep, TFLOP/s and (ratio to FlashAttention-2 in the same run), bf16:"
+            f"\n\n" + sweep_table(data, stages[0]))
 
 
-def replace_block(text, start, end, body):
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    block = f"{start}\n{body}\n{end}"
-    if pattern.search(text):
-        return pattern.sub(lambda _: block, text)
-    if start in text:
-        return text.replace(start, block)
-    return text
+def peak_block(data):
+    peak = data.peak()
+    last = data.results.stages[-1]
+    parts = [f"{label} {fmt(data.tflops(k, headline()))} ({100 * data.tflops(k, headline()) / peak:.0f} %)"
+             for k, label in (("fa2", "FA2"), (last, f"stage {stage_number(last)}"), ("cudnn", "cuDNN"))]
+    return (f"`./run --peak` on the {data.gpu()}, in the benchmark run: **{fmt(peak)} TFLOP/s** (mma.sync "
+            f"m16n8k16 bf16, f32 accumulate, registers only). On the headline problem in the same run: "
+            + ", ".join(parts) + ".")
 
-def peak_line(results):
-    """The mma.sync ceiling and what FA2, the last stage and cuDNN reach of it at the headline."""
-    peak = results.peak()
-    if not peak:
-        return None
-    parts = []
-    last = results.stages[-1] if results.stages else None
-    for kernel, label in (("fa2", "FA2"), (last, f"stage {last[-2:]}" if last else ""), ("cudnn", "cuDNN")):
-        t = tf(results, kernel, key(HEADLINE, 0))[0] if kernel else None
-        if t:
-            parts.append(f"{label} {fmt(t)} ({100 * t / peak:.0f} %)")
-    return (f"`./run --peak` on the {results.gpu_label()}, in the benchmark session: **{fmt(peak)} TFLOP/s** "
-            f"(mma.sync m16n8k16 bf16, f32 accumulate, registers only). On the headline problem in the same "
-            f"session: " + ", ".join(parts) + ".")
+
+def tune_block(data):
+    path, rows = data.tune
+    if rows is None:
+        raise GenError(f"{path} does not exist (make tune writes it through tools/gpu_session.sh tune)")
+    # name = "kernel08_final 128x32x4x2": one row per (head_dim, causal, candidate), the last wins.
+    table, order, commits = {}, [], set()
+    for r in rows:
+        shape = r["name"].split(" ", 1)[1] if " " in r["name"] else "?"
+        key = (r["head_dim"], shape)
+        if key not in order:
+            order.append(key)
+        table[key + (r["causal"],)] = r
+        commits.add(r["commit"])
+    lines = ["| head_dim | candidate (M x N x warps x blocks/SM) | non-causal | causal |", "|---|---|---:|---:|"]
+    for d in sorted({k[0] for k in order}, reverse=True):
+        shapes = [k[1] for k in order if k[0] == d]
+        best = max(shapes, key=lambda s: usable_tflops(table.get((d, s, 0))) or 0)
+        for s in shapes:
+            cells = []
+            for c in (0, 1):
+                r = table.get((d, s, c))
+                v = fmt(usable_tflops(r)) if r else "-"
+                if r and r["check"] != "pass":
+                    v += " (check " + r["check"] + ")"
+                cells.append(f"**{v}**" if s == best else v)
+            name = f"**{s}**" if s == best else s
+            lines.append(f"| {d} | {name} | {cells[0]} | {cells[1]} |")
+    gpu = rows[0]["gpu"] if rows else "?"
+    return ("\n".join(lines) + f"\n\n(`make tune` on the {gpu}, commit {', '.join(sorted(commits))}; rows in "
+            f"`{os.path.relpath(path, ROOT)}`. Candidates that spill are not timed and not listed. The d128 rows are "
+            f"the headline problem, the d64 rows the same with 32 heads of 64.)")
+
+
+def repeats_block(data):
+    if data.repeats is None:
+        raise GenError(f"no plots/repeats/{data.slug}_*.csv")
+    # Rounds alternate: stage 08's sweep, then FA2's; a round is one row of each per problem.
+    by = {}
+    for r in data.repeats:
+        key = (r["head_dim"], r["causal"], r["seqlen_q"])
+        by.setdefault(key, {}).setdefault(r["kernel"], []).append(usable_tflops(r))
+    stage = next(k for k in sorted({r["kernel"] for r in data.repeats}) if k.startswith("kernel"))
+    lines = ["| head_dim | causal | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
+             "|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
+    rounds = set()
+    for d in SWEEP_HEAD_DIMS:
+        for c in (0, 1):
+            cells = []
+            for s in SWEEP_SEQLENS:
+                ours, fa2 = by[(d, c, s)][stage], by[(d, c, s)]["fa2"]
+                rounds.add(min(len(ours), len(fa2)))
+                ratio = statistics.median(a / b for a, b in zip(ours, fa2))
+                cells.append(f"{statistics.median(ours):.1f} / {statistics.median(fa2):.1f} ({ratio:.2f}x)")
+            lines.append(f"| {d} | {c} | " + " | ".join(cells) + " |")
+    commit = data.repeats[0]["commit"]
+    return (f"{'/'.join(map(str, sorted(rounds)))} rounds at commit {commit} (rows in "
+            f"`{os.path.relpath(data.repeats_path, ROOT)}`); medians of {stage} / FA2 in TFLOP/s, and (the median of the "
+            f"per-round ratio):\n\n" + "\n".join(lines))
+
+
+NCU_LABELS = {
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "extra wavefronts of shared loads (bank conflicts)",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "extra wavefronts of shared stores (bank conflicts)",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": "wavefronts of shared loads, in all",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor pipe busy, % of cycles",
+}
+
+
+def ncu_block(data, kernels):
+    path = os.path.relpath(data.ncu[0], ROOT)
+    lines = ["| Nsight Compute counter (headline problem, one launch) | " + " | ".join(f"stage {k[-2:]}" for k in kernels) + " |",
+             "|---|" + "---:|" * len(kernels)]
+    commits = set()
+    for metric, label in NCU_LABELS.items():
+        cells = []
+        for k in kernels:
+            value, unit, commit = data.ncu_value(k, metric)
+            commits.add(commit)
+            cells.append(f"{value:.1f} %" if unit == "%" else f"{value:,.0f}")
+        lines.append(f"| `{metric}`: {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\n(`tools/gpu_session.sh ncu`, commit {', '.join(sorted(commits))}; rows in `{path}`.)"
+
+
+# ------------------------------------------------------------------------------------------------
+# Inline figures: <!-- fig WHAT --> ... <!-- /fig -->, WHAT one of
+#   tflops KERNEL [PROBLEM]          339.1           a stage's or a reference's TFLOP/s
+#   ratio KERNEL KERNEL [PROBLEM]    4.22x           the first over the second
+#   pct KERNEL KERNEL [PROBLEM]      53 %            the first as a percentage of the second
+#   peak                             648.0           the mma.sync ceiling
+#   peakpct KERNEL [PROBLEM]         53 %            a kernel's TFLOP/s as a percentage of the ceiling
+#   ncu KERNEL METRIC                7.5 G / 12.6 %  one Nsight Compute counter
+#   ncuratio KERNEL KERNEL METRIC    8.0x            the first kernel's counter over the second's
+#   sweepratio KERNEL REF D C        0.96x-1.23x     the range of KERNEL / REF over the sweep (D: 64,
+#                                                    128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
+# PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal.
+
+def figure(data, what):
+    args = what.split()
+    kind, rest = args[0], args[1:]
+    if kind == "tflops":
+        return fmt(data.tflops(rest[0], problem_arg(rest[1]) if len(rest) > 1 else headline()))
+    if kind == "ratio":
+        p = problem_arg(rest[2]) if len(rest) > 2 else headline()
+        return f"{data.tflops(rest[0], p) / data.tflops(rest[1], p):.2f}x"
+    if kind == "pct":
+        p = problem_arg(rest[2]) if len(rest) > 2 else headline()
+        return f"{100 * data.tflops(rest[0], p) / data.tflops(rest[1], p):.0f} %"
+    if kind == "peak":
+        return fmt(data.peak())
+    if kind == "peakpct":
+        p = problem_arg(rest[1]) if len(rest) > 1 else headline()
+        return f"{100 * data.tflops(rest[0], p) / data.peak():.0f} %"
+    if kind == "ncu":
+        value, unit, _ = data.ncu_value(rest[0], rest[1])
+        return f"{value:.1f} %" if unit == "%" else count(value)
+    if kind == "ncuratio":
+        return f"{data.ncu_value(rest[0], rest[2])[0] / data.ncu_value(rest[1], rest[2])[0]:.1f}x"
+    if kind == "sweepratio":
+        kernel, ref, d, c = rest[:4]
+        min_seqlen = 1024 if ">=1k" in rest else 0
+        ratios = [data.tflops(kernel, sweep_problem(s, hd, cc)) / data.tflops(ref, sweep_problem(s, hd, cc))
+                  for hd in SWEEP_HEAD_DIMS if d in ("all", str(hd)) for cc in (0, 1) if c in ("all", str(cc))
+                  for s in SWEEP_SEQLENS if s >= min_seqlen]
+        return f"{min(ratios):.2f}x–{max(ratios):.2f}x"
+    raise GenError(f"unknown figure '{what}'")
+
+
+# ------------------------------------------------------------------------------------------------
+# The stage table and the kernel headers
+
+BLOG = "https://lubits.ch/flash/"
+
+
+def stage_dirs():
+    return sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*/kernel.cu")))
+
+
+def stage_header(dirname):
+    """(technique, [blog URLs]) from the header comment of the stage's kernel.cu."""
+    text = open(os.path.join(ROOT, dirname, "kernel.cu")).read()
+    title = re.search(r"^ \* Stage \d\d - [a-z_0-9]+: (.*)$", text, re.M)
+    read = re.search(r"^ \* Read: +(.*(?:\n \*  {11}.*)*)", text, re.M)
+    if not title or not read:
+        raise GenError(f"{dirname}/kernel.cu: the header needs a 'Stage NN - name: ...' line and a 'Read:' line")
+    urls = re.findall(re.escape(BLOG) + r"[A-Za-z0-9-]+", read.group(1))
+    return title.group(1).rstrip("."), urls
+
+
+def blog_label(url):
+    page = url[len(BLOG):]
+    match = re.match(r"(Part|Appendix)-?([0-9A-Z]*)", page)
+    return f"{match.group(1)} {match.group(2)}".strip() if match else page
+
+
+def stages_block(in_docs):
+    """The stage table, for a page in docs/ (chapter links beside it) or at the root."""
+    lines = ["| stage | technique | chapter | the blog's part |", "|---|---|---|---|"]
+    for d in stage_dirs():
+        technique, urls = stage_header(d)
+        nn = d[6:8]
+        docs = sorted(glob.glob(os.path.join(ROOT, "docs", nn + "_*.md")))
+        if not docs:
+            raise GenError(f"{d} has no chapter docs/{nn}_*.md")
+        page = os.path.basename(docs[0])
+        chapter = f"[{nn}]({page})" if in_docs else f"[docs/{nn}](docs/{page})"
+        parts = ", ".join(f"[{blog_label(u)}]({u})" for u in urls) or "-"
+        lines.append(f"| `{d}` | {technique} | {chapter} | {parts} |")
+    return "\n".join(lines)
+
+
+def measured_line(data, dirname):
+    """The 'Measured:' lines of a stage's header."""
+    kernel = dirname[:8]
+    res = data.results
+    if res.row(kernel, headline()) is None:
+        raise GenError(f"{data.csv_path} has no {kernel} row at the headline problem")
+    t0, t1 = data.tflops(kernel, headline(0)), data.tflops(kernel, headline(1))
+    fa2_0, fa2_1 = data.tflops("fa2", headline(0)), data.tflops("fa2", headline(1))
+    text = (f"{data.gpu()}, B16 H16 S4096 D128 bf16 (make bench, commit {data.commit(kernel, headline())}): "
+            f"{fmt(t0)} TFLOP/s ({100 * t0 / fa2_0:.0f}% of FA2)")
+    index = res.stages.index(kernel)
+    if index > 0:
+        prev = res.stages[index - 1]
+        text += f", {t0 / data.tflops(prev, headline()):.2f}x stage {stage_number(prev)}"
+    text += f"; causal {fmt(t1)} ({100 * t1 / fa2_1:.0f}% of FA2)."
+    # The header's fields start at column 14 (" * Measured:  "); wrapped at 100 columns.
+    lines = textwrap.wrap(text, width=100 - 14)
+    return "".join((" * Measured:  " if i == 0 else " *" + " " * 12) + line + "\n" for i, line in enumerate(lines))
+
+
+# ------------------------------------------------------------------------------------------------
+# Applying it
+
+def replace_block(text, start, end, body, where):
+    pattern = re.compile(re.escape(start) + r"\n.*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise GenError(f"{where}: {start} without {end}")
+    return pattern.sub(lambda _: f"{start}\n{body}\n{end}", text)
+
+
+def render_markdown(data, path, text):
+    where = os.path.relpath(path, ROOT)
+    if "<!-- RESULTS -->" in text:
+        png = f"plots/{data.slug}"
+        text = replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->",
+                             ladder_intro(data) + "\n\n" + ladder_table(data)
+                             + f"\n\n![stage ladder]({png}_ladder.png)\n\n![TFLOP/s against seqlen]({png}_sweep.png)", where)
+    if "<!-- STAGES -->" in text:
+        in_docs = os.path.dirname(os.path.abspath(path)) != ROOT
+        text = replace_block(text, "<!-- STAGES -->", "<!-- /STAGES -->", stages_block(in_docs), where)
+    for nn in re.findall(r"<!-- MEASURED:(\d\d) -->", text):
+        text = replace_block(text, f"<!-- MEASURED:{nn} -->", "<!-- /MEASURED -->", measured_block(data, nn), where)
+    if "<!-- PEAK -->" in text:
+        text = replace_block(text, "<!-- PEAK -->", "<!-- /PEAK -->", peak_block(data), where)
+    if "<!-- TUNE -->" in text:
+        text = replace_block(text, "<!-- TUNE -->", "<!-- /TUNE -->", tune_block(data), where)
+    if "<!-- REPEATS -->" in text:
+        text = replace_block(text, "<!-- REPEATS -->", "<!-- /REPEATS -->", repeats_block(data), where)
+    for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
+        kernels = [f"kernel{nn}" for nn in spec.split(",")]
+        text = replace_block(text, f"<!-- NCU:{spec} -->", "<!-- /NCU -->", ncu_block(data, kernels), where)
+
+    def fig(m):
+        try:
+            return f"<!-- fig {m.group(1)} -->{figure(data, m.group(1))}<!-- /fig -->"
+        except (GenError, KeyError, IndexError, ValueError, ZeroDivisionError) as e:
+            raise GenError(f"{where}: <!-- fig {m.group(1)} -->: {e}")
+    return re.sub(r"<!-- fig ([^>]*?) -->.*?<!-- /fig -->", fig, text, flags=re.S)
+
+
+def render_kernel(data, path, text):
+    dirname = os.path.basename(os.path.dirname(path))
+    pattern = re.compile(r"^ \* Measured:.*?(?=^ \* Needs:)", re.S | re.M)
+    if not pattern.search(text):
+        raise GenError(f"{dirname}/kernel.cu: the header needs a ' * Measured:' line before ' * Needs:'")
+    return pattern.sub(lambda _: measured_line(data, dirname), text, count=1)
+
+
+def outputs(data):
+    """{path: new text} for every file the CSVs fill."""
+    files = {}
+    pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    for path in pages:
+        files[path] = render_markdown(data, path, open(path).read())
+    for d in stage_dirs():
+        path = os.path.join(ROOT, d, "kernel.cu")
+        files[path] = render_kernel(data, path, open(path).read())
+    return files
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("csv")
-    ap.add_argument("--write", action="store_true", help="update README.md and docs/*.md in place")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--csv", help="the benchmark CSV (default: the one plots/*.csv)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="update the files in place")
+    mode.add_argument("--check", action="store_true", help="exit 1 if a file differs from what the CSVs give")
     args = ap.parse_args()
+    csv_path = args.csv
+    if not csv_path:
+        found = sorted(glob.glob(os.path.join(ROOT, "plots", "*.csv")))
+        if len(found) != 1:
+            print(f"error: name the benchmark CSV with --csv (plots/ holds {len(found)})", file=sys.stderr)
+            return 2
+        csv_path = found[0]
     try:
-        results = Results(parse_csv(args.csv))
-    except CsvError as e:
+        data = Data(csv_path)
+        files = outputs(data)
+    except (CsvError, GenError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    ladder = (f"Measured on the {results.gpu_label()} at the headline problem (B16 H16 S4096 D128 bf16), "
-              f"all stages and the references from one session (`make bench`, `make reference`, "
-              f"`./build/allstages --peak`):\n\n" + ladder_table(results))
-    if not args.write:
-        print(ladder)
-        for nn in ("01", "02", "03", "04", "05", "06", "07", "08"):
-            block = stage_block(results, nn)
-            if block:
-                print(f"\n## stage {nn}\n{block}")
+    stale = [p for p, text in files.items() if open(p).read() != text]
+    if args.check:
+        for p in stale:
+            print(f"{os.path.relpath(p, ROOT)}: differs from what {os.path.relpath(csv_path, ROOT)} and the other CSVs give "
+                  f"(tools/results_md.py --write regenerates it)")
+        return 1 if stale else 0
+    if args.write:
+        for p in stale:
+            open(p, "w").write(files[p])
+            print(f"wrote {os.path.relpath(p, ROOT)}")
         return 0
-    png = os.path.splitext(os.path.basename(args.csv))[0]
-    readme_body = ladder + f"\n\n![stage ladder](plots/{png}_ladder.png)\n\n![TFLOP/s against seqlen](plots/{png}_sweep.png)"
-    path = os.path.join(ROOT, "README.md")
-    text = open(path).read()
-    open(path, "w").write(replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->", readme_body))
-    for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
-        path = os.path.join(ROOT, "docs", name)
-        text = open(path).read()
-        new = text
-        for m in re.finditer(r"<!-- MEASURED:(\d\d) -->", text):
-            nn = m.group(1)
-            body = ladder if nn == "00" else stage_block(results, nn)
-            if nn not in ("00",):
-                body = ladder + "\n\n" + body if body else ladder
-            new = replace_block(new, f"<!-- MEASURED:{nn} -->", "<!-- /MEASURED -->", body)
-        if "<!-- PEAK -->" in new and peak_line(results):
-            new = replace_block(new, "<!-- PEAK -->", "<!-- /PEAK -->", peak_line(results))
-        if new != text:
-            open(path, "w").write(new)
+    for p in stale:
+        print(f"== {os.path.relpath(p, ROOT)} would change")
     return 0
 
 

@@ -1,0 +1,47 @@
+"""The benchmark contract as the Python scripts see it: the CSV columns, and the problems every
+benchmark runs (the chapters' headline problem and the sweep).
+
+The C side defines the same in harness/csv.h (CSV_HEADER) and harness/problems.c; tests/test_contract.sh
+checks that the two agree. harness/reference.py, plots/plot.py and tools/results_md.py import this.
+"""
+
+CSV_COLUMNS = [
+    "gpu", "kernel", "name", "dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k",
+    "head_dim", "causal", "iters", "ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err",
+    "check", "commit", "date",
+]
+
+# A problem is the tuple of its CSV columns, in this order.
+PROBLEM_FIELDS = ("dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal")
+
+# The chapters' problem, ./run's default: B 16, H 16, S 4096, D 128, bf16, non-causal.
+HEADLINE = ("bf16", 16, 16, 16, 4096, 4096, 128, 0)
+
+# The sweep: batch * seqlen = 65536 and heads * head_dim = 2048 keep the tensors the same size at
+# every point, so throughput differences come from the kernel, not the size.
+SWEEP_TOKENS = 65536
+SWEEP_WIDTH = 2048
+SWEEP_SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+SWEEP_HEAD_DIMS = [64, 128]
+
+
+def sweep_problem(seqlen, head_dim, causal):
+    heads = SWEEP_WIDTH // head_dim
+    return ("bf16", SWEEP_TOKENS // seqlen, heads, heads, seqlen, seqlen, head_dim, causal)
+
+
+def sweep_problems():
+    """Every sweep problem, in the order of the C side: head_dim, then causal, then seqlen."""
+    return [sweep_problem(s, d, c) for d in SWEEP_HEAD_DIMS for c in (0, 1) for s in SWEEP_SEQLENS]
+
+
+def seqlen_label(seqlen):
+    """512 -> '512', 4096 -> '4k'."""
+    return f"{seqlen // 1024}k" if seqlen >= 1024 else str(seqlen)
+
+
+if __name__ == "__main__":
+    # What tests/test_contract.sh compares with the C side's dump.
+    print(",".join(CSV_COLUMNS))
+    for p in [HEADLINE] + sweep_problems():
+        print(",".join(map(str, p)))

@@ -1,0 +1,24 @@
+/*
+ * contract_dump.c: prints the C side's CSV header and benchmark problems in the form
+ * `python3 harness/contract.py` prints the Python side's, for tests/test_contract.sh to compare.
+ */
+#include <stdio.h>
+
+#include "csv.h"
+#include "problems.h"
+
+static void print_problem(const flash_problem *p) {
+    printf("%s,%d,%d,%d,%d,%d,%d,%d\n", p->dtype == FLASH_BF16 ? "bf16" : "fp16", p->batch, p->heads_q, p->heads_kv,
+           p->seqlen_q, p->seqlen_k, p->head_dim, p->causal);
+}
+
+int main(void) {
+    printf("%s\n", CSV_HEADER);
+    const flash_problem h = headline_problem();
+    print_problem(&h);
+    for (int i = 0; i < SWEEP_PROBLEMS; i++) {
+        const flash_problem p = sweep_problem(i);
+        print_problem(&p);
+    }
+    return 0;
+}

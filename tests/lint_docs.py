@@ -1,0 +1,90 @@
+"""Lints of the prose of README.md and docs/*.md that tests/test_docs.sh runs (no GPU needed):
+
+  figures   a measured-looking figure (TFLOP/s, a percentage, a ratio like 1.20x, a bold number)
+            outside the blocks and <!-- fig --> markers that tools/results_md.py fills from the
+            CSVs. Such a figure was typed by hand and drifts from the data. A line that states a
+            fact that is not a measurement of this project (a datasheet rate, a published number,
+            arithmetic) says so with <!-- not a measurement: why -->.
+  process   words of the team's process that mean nothing to a reader (DESIGN.md, "the lent H200",
+            issue numbers), in every tracked text file.
+  links     every stage's chapter links the part of the blog series it follows (lubits.ch/flash).
+
+Prints PASS:/FAIL: lines; exits 1 if any failed."""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+failures = 0
+
+
+def report(name, problems):
+    global failures
+    if problems:
+        failures += 1
+        print(f"FAIL: {name}: {len(problems)} found: " + "; ".join(problems[:6]))
+    else:
+        print(f"PASS: {name}")
+
+
+FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:TFLOP/s|%)|(?<![\w.])\d+\.\d+x\b|\*\*\d+(?:\.\d+)?\*\*")
+GENERATED = re.compile(r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE|REPEATS|NCU:[0-9,]+) -->.*?"
+                       r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|NCU) -->|<!-- fig [^>]*-->.*?<!-- /fig -->", re.S)
+
+
+def prose_lines(text):
+    """(line number, line) of the text outside generated blocks and fenced code, with inline code
+    spans removed: what a person typed."""
+    def blank(m):
+        return "\n" * m.group(0).count("\n")
+    text = GENERATED.sub(blank, text)
+    text = re.sub(r"```.*?```", blank, text, flags=re.S)
+    for n, line in enumerate(text.split("\n"), 1):
+        yield n, re.sub(r"`[^`]*`", "", line)
+
+
+pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+problems = []
+for path in pages:
+    for n, line in prose_lines(open(path).read()):
+        if "<!-- not a measurement:" in line:
+            continue
+        for m in FIGURE.finditer(line):
+            problems.append(f"{os.path.relpath(path, ROOT)}:{n}: '{m.group(0)}'")
+report("README and docs carry no hand-typed measured figure (all come from the CSVs through tools/results_md.py)", problems)
+
+tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+if not tracked:  # a copy without git
+    tracked = [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "**", "*"), recursive=True)
+               if os.path.isfile(p) and "/build/" not in p]
+PROCESS = re.compile(r"DESIGN\.md|ANCHORS\.md|HOPPER\.md|\blent\b|\bissue \d|\(issue|\bthe team\b|\bCEO\b", re.I)
+problems = []
+for rel in tracked:
+    if rel.endswith((".png", ".csv")) or rel == "tests/lint_docs.py":
+        continue
+    try:
+        text = open(os.path.join(ROOT, rel), encoding="utf-8").read()
+    except (UnicodeDecodeError, OSError):
+        continue
+    for n, line in enumerate(text.split("\n"), 1):
+        m = PROCESS.search(line)
+        if m:
+            problems.append(f"{rel}:{n}: '{m.group(0)}'")
+report("no words of the team's process in the product (DESIGN.md, 'lent', issue numbers)", problems)
+
+problems = []
+for d in sorted(glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*"))):
+    nn = os.path.basename(d)[6:8]
+    chapters = glob.glob(os.path.join(ROOT, "docs", nn + "_*.md"))
+    if not chapters:
+        problems.append(f"stage {nn} has no chapter docs/{nn}_*.md")
+    elif "lubits.ch/flash" not in open(chapters[0]).read():
+        problems.append(f"{os.path.relpath(chapters[0], ROOT)} does not link the blog series")
+assignments = open(os.path.join(ROOT, "docs", "assignments.md")).read()
+for m in re.finditer(r"^## Assignment (\d\d) .*?(?=^## |\Z)", assignments, re.S | re.M):
+    if "lubits.ch/flash" not in m.group(0):
+        problems.append(f"docs/assignments.md: assignment {m.group(1)}'s reading list does not link the blog series")
+report("every chapter and every assignment's reading list links the blog series", problems)
+sys.exit(1 if failures else 0)

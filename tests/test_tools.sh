@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The tools' own refusals and their CPU parts, no GPU needed (tests/test_grader.sh proves the
+# grader's verdicts on a GPU):
+#   make tune without a GPU stops at once with the reason, before compiling anything;
+#   make grade refuses a stage without an assignment, and a file with the wrong entry point fails
+#   for that reason ([symbol]), never as "did not build";
+#   make sass and make diff work from the sources alone.
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+need_make_env
+T=$BUILD/test-tools
+mkdir -p "$T"
+
+if nvidia-smi -L >/dev/null 2>&1; then
+    skip "make tune without a GPU fails fast" "a GPU answers here"
+else
+    start=$SECONDS
+    make -s tune >"$T/tune.out" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "no NVIDIA GPU" "$T/tune.out" && [ $((SECONDS - start)) -lt 10 ]; then
+        ok "make tune without a GPU: exit $rc in $((SECONDS - start)) s, '$(head -c 60 "$T/tune.out")...'"
+    else
+        bad "make tune without a GPU fails fast" "exit $rc after $((SECONDS - start)) s: $(head -c 200 "$T/tune.out")"
+    fi
+fi
+
+for k in 01 99 x; do
+    make -s grade K="$k" SRC=kernel05_swizzle/kernel.cu >"$T/grade_$k.out" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -qE "no assignment|usage" "$T/grade_$k.out" && ! grep -q "GRADE:" "$T/grade_$k.out"; then
+        ok "make grade K=$k is refused: $(head -n 1 "$T/grade_$k.out" | cut -c1-90)"
+    else
+        bad "make grade K=$k is refused" "exit $rc: $(head -c 200 "$T/grade_$k.out")"
+    fi
+done
+
+# A file that compiles but exports stage 04's entry point, handed in as stage 05.
+cat >"$T/wrong_entry.cu" <<'CU'
+#include "flash_internal.h"
+extern "C" int flash_forward_kernel04(const flash_problem *p, cudaStream_t stream) { return p && stream ? 0 : 0; }
+CU
+make -s grade K=05 SRC="$T/wrong_entry.cu" >"$T/grade_wrong.out" 2>&1
+rc=$?
+# make exits 2 whenever the recipe fails; the grader's own verdict is its GRADE line.
+if [ "$rc" -ne 0 ] && grep -q '^GRADE: FAIL' "$T/grade_wrong.out" && grep -q '^  - \[symbol\]' "$T/grade_wrong.out" \
+        && ! grep -qi "did not build" "$T/grade_wrong.out"; then
+    ok "make grade: a file with the wrong entry point fails for it ([symbol])"
+else
+    bad "make grade: a file with the wrong entry point fails for it" "exit $rc: $(grep -E '^(GRADE|  -|FAIL|PASS)' "$T/grade_wrong.out" | head -6 | tr '\n' ' ')"
+fi
+
+make -s sass K=5 >"$T/sass.out" 2>&1
+if grep -q "PTX instruction histogram" "$T/sass.out" && grep -qE "^ +mma.sync +[1-9]" "$T/sass.out"; then
+    ok "make sass K=5 prints the ptxas table and the PTX histogram"
+else
+    bad "make sass K=5" "$(tail -3 "$T/sass.out" | tr '\n' ' ')"
+fi
+
+make -s diff A=4 B=05 >"$T/diff.out" 2>&1
+if grep -q 'kernel05_swizzle/kernel.cu' "$T/diff.out" && grep -q '^[-+].*(col / 8) ^ (row % 8)' "$T/diff.out"; then
+    ok "make diff A=4 B=05 shows the swizzle"
+else
+    bad "make diff A=4 B=05" "$(head -3 "$T/diff.out" | tr '\n' ' ')"
+fi
+make -s diff A=4 B=77 >"$T/diff_bad.out" 2>&1 && bad "make diff B=77 is refused" "exit 0" || ok "make diff B=77 is refused"
+finish
