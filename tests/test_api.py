@@ -57,54 +57,63 @@ lib.flash_strerror.restype = ctypes.c_char_p
 lib.flash_stage_name.restype = ctypes.c_char_p
 lib.flash_forward.argtypes = [ctypes.c_int, ctypes.POINTER(Problem), ctypes.c_void_p]
 
-# -- the stage table is the stage directories -----------------------------------------------------
+THREADS = "--threads" in sys.argv  # the child process of the threads check: GPU part only
 dirs = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*/kernel.cu")))
 count = lib.flash_stage_count()
-check(f"flash_stage_count() == {len(dirs)}, the number of stage directories", count == len(dirs), str(count))
-names = [(lib.flash_stage_name(i) or b"").decode() for i in range(1, count + 1)]
-check("flash_stage_name(1..n) are the stage directories, in order", names == dirs, f"{names} vs {dirs}")
-check("flash_stage_name(0) and (n + 1) are NULL", lib.flash_stage_name(0) is None and lib.flash_stage_name(count + 1) is None)
-
-# -- exports: exactly what flash.h declares --------------------------------------------------------
-declared = sorted(re.findall(r"^[a-z ]*[ *](flash_[a-z_]+)\(", open(os.path.join(ROOT, "common", "flash.h")).read(), re.M))
-try:
-    nm = subprocess.run(["nm", "-D", "--defined-only", LIB_PATH], capture_output=True, text=True, check=True).stdout
-    exported = sorted(line.split()[-1] for line in nm.splitlines() if line.split() and line.split()[1] in "TtDdBbRrWwVv")
-    check("libflash.so exports exactly the functions of flash.h", exported == declared,
-          f"exported {exported}, declared {declared}")
-except (OSError, subprocess.CalledProcessError) as e:
-    skip("libflash.so exports exactly the functions of flash.h", f"nm failed: {e}")
 
 
-# -- contract violations, before any device work ---------------------------------------------------
-def good():
-    # Fake but 16-byte aligned device pointers: every case below must fail before any use.
-    return Problem(0x1000, 0x2000, 0x3000, 0x4000, None, 2, 100, 120, 8, 2, 128, FLASH_BF16, 1, 0.0)
+def cpu_checks():
+    # -- the stage table is the stage directories -----------------------------------------------------
+    check(f"flash_stage_count() == {len(dirs)}, the number of stage directories", count == len(dirs), str(count))
+    names = [(lib.flash_stage_name(i) or b"").decode() for i in range(1, count + 1)]
+    check("flash_stage_name(1..n) are the stage directories, in order", names == dirs, f"{names} vs {dirs}")
+    check("flash_stage_name(0) and (n + 1) are NULL", lib.flash_stage_name(0) is None and lib.flash_stage_name(count + 1) is None)
+
+    # -- exports: exactly what flash.h declares --------------------------------------------------------
+    declared = sorted(re.findall(r"^[a-z ]*[ *](flash_[a-z_]+)\(", open(os.path.join(ROOT, "common", "flash.h")).read(), re.M))
+    try:
+        nm = subprocess.run(["nm", "-D", "--defined-only", LIB_PATH], capture_output=True, text=True, check=True).stdout
+        exported = sorted(line.split()[-1] for line in nm.splitlines() if line.split() and line.split()[1] in "TtDdBbRrWwVv")
+        check("libflash.so exports exactly the functions of flash.h", exported == declared,
+              f"exported {exported}, declared {declared}")
+    except (OSError, subprocess.CalledProcessError) as e:
+        skip("libflash.so exports exactly the functions of flash.h", f"nm failed: {e}")
+
+    # -- contract violations, before any device work ---------------------------------------------------
+    def good():
+        # Fake but 16-byte aligned device pointers: every case below must fail before any use.
+        return Problem(0x1000, 0x2000, 0x3000, 0x4000, None, 2, 100, 120, 8, 2, 128, FLASH_BF16, 1, 0.0)
 
 
-cases = [
-    (f"stage {count + 1}", count + 1, {}, FLASH_E_INVALID, b"stage"),
-    ("stage 0", 0, {}, FLASH_E_INVALID, b"stage"),
-    ("head_dim 96", 5, {"head_dim": 96}, FLASH_E_UNSUPPORTED, b"head_dim"),
-    ("batch 0", 5, {"batch": 0}, FLASH_E_INVALID, b"batch"),
-    ("seqlen_q 0", 5, {"seqlen_q": 0}, FLASH_E_INVALID, b"seqlen_q"),
-    ("seqlen_k -1", 5, {"seqlen_k": -1}, FLASH_E_INVALID, b"seqlen_k"),
-    ("heads_kv 3 does not divide heads_q 8", 5, {"heads_kv": 3}, FLASH_E_INVALID, b"heads_kv"),
-    ("dtype 7", 5, {"dtype": 7}, FLASH_E_UNSUPPORTED, b"dtype"),
-    ("causal 2", 5, {"causal": 2}, FLASH_E_INVALID, b"causal"),
-    ("softmax_scale nan", 5, {"softmax_scale": float("nan")}, FLASH_E_INVALID, b"softmax_scale"),
-    ("softmax_scale -1", 5, {"softmax_scale": -1.0}, FLASH_E_INVALID, b"softmax_scale"),
-    ("q NULL", 5, {"q": None}, FLASH_E_INVALID, b"q"),
-    ("o misaligned", 5, {"o": 0x4002}, FLASH_E_UNSUPPORTED, b"align"),
-]
-for name, stage, change, want_rc, want_word in cases:
-    p = good()
-    for key, value in change.items():
-        setattr(p, key, value)
-    rc = lib.flash_forward(stage, ctypes.byref(p), None)
-    msg = lib.flash_strerror(rc) or b""
-    check(f"rejects {name}", rc == want_rc and want_word in msg, f"rc={rc} message={msg!r}")
-check("NULL problem rejected", lib.flash_forward(5, None, None) == FLASH_E_INVALID)
+    cases = [
+        (f"stage {count + 1}", count + 1, {}, FLASH_E_INVALID, b"stage"),
+        ("stage 0", 0, {}, FLASH_E_INVALID, b"stage"),
+        ("head_dim 96", 5, {"head_dim": 96}, FLASH_E_UNSUPPORTED, b"head_dim"),
+        ("batch 0", 5, {"batch": 0}, FLASH_E_INVALID, b"batch"),
+        ("seqlen_q 0", 5, {"seqlen_q": 0}, FLASH_E_INVALID, b"seqlen_q"),
+        ("seqlen_k -1", 5, {"seqlen_k": -1}, FLASH_E_INVALID, b"seqlen_k"),
+        ("heads_kv 3 does not divide heads_q 8", 5, {"heads_kv": 3}, FLASH_E_INVALID, b"heads_kv"),
+        ("dtype 7", 5, {"dtype": 7}, FLASH_E_UNSUPPORTED, b"dtype"),
+        ("causal 2", 5, {"causal": 2}, FLASH_E_INVALID, b"causal"),
+        ("softmax_scale nan", 5, {"softmax_scale": float("nan")}, FLASH_E_INVALID, b"softmax_scale"),
+        ("softmax_scale -1", 5, {"softmax_scale": -1.0}, FLASH_E_INVALID, b"softmax_scale"),
+        ("q NULL", 5, {"q": None}, FLASH_E_INVALID, b"q"),
+        ("o misaligned", 5, {"o": 0x4002}, FLASH_E_UNSUPPORTED, b"align"),
+    ]
+    for name, stage, change, want_rc, want_word in cases:
+        p = good()
+        for key, value in change.items():
+            setattr(p, key, value)
+        rc = lib.flash_forward(stage, ctypes.byref(p), None)
+        msg = lib.flash_strerror(rc) or b""
+        check(f"rejects {name}", rc == want_rc and want_word in msg, f"rc={rc} message={msg!r}")
+    check("NULL problem rejected", lib.flash_forward(5, None, None) == FLASH_E_INVALID)
+
+
+
+
+if not THREADS:
+    cpu_checks()
 
 
 # -- the GPU part ---------------------------------------------------------------------------------
@@ -290,7 +299,7 @@ def threads_check(rt):
 
 
 rt = load_cudart()
-if "--threads" in sys.argv:
+if THREADS:
     if rt is None:
         skip("concurrent first calls from host threads", "no CUDA device here")
     else:
