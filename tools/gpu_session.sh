@@ -35,41 +35,13 @@ step() {  # step NAME SECONDS COMMAND...
 }
 slug() { build/allstages --gpu-slug; }
 
-# The no-key problem as a user first met it: causal, seqlen_q - seqlen_k = 995 (whole query tiles of
-# every stage see no key), B64 H16 (fills the GPU); ten runs of every stage per head_dim, checked,
-# then racecheck on the same command for every stage and head_dim.
-nokey() {
-    local d run fails=0 s
-    local problem="--batch 64 --seqlen-q 1000 --seqlen-k 5 --heads 16 --causal 1"
-    for d in 64 128; do
-        for run in 1 2 3 4 5 6 7 8 9 10; do
-            # shellcheck disable=SC2086
-            build/allstages --stage all $problem --head-dim "$d" --iters 3 >"$OUT/nokey.last" 2>&1 \
-                || { fails=$((fails + 1)); grep -E 'FAIL|error' "$OUT/nokey.last" | head -5; }
-        done
-        echo "nokey d$d: 10 runs of every stage, $fails failed runs so far"
-    done
-    for s in $(seq 1 "$(ls -d kernel[0-9][0-9]_*/ | wc -l)"); do
-        for d in 64 128; do
-            # shellcheck disable=SC2086
-            if compute-sanitizer --tool racecheck --error-exitcode 9 build/allstages --stage "$s" $problem --head-dim "$d" \
-                    --no-check --warmup 0 --iters 1 >"$OUT/nokey.race" 2>&1; then
-                echo "nokey racecheck stage $s d$d: clean"
-            else
-                fails=$((fails + 1)); echo "nokey racecheck stage $s d$d: FAILED"; grep -m5 -E 'hazard|ERROR|SUMMARY' "$OUT/nokey.race"
-            fi
-        done
-    done
-    [ "$fails" -eq 0 ]
-}
-
 nvidia-smi >>"$LOG" 2>&1
 for s in "$@"; do
     case $s in
     build)     step build 300 $MAKE -j16 all ;;
     test)      step test 540 $MAKE test; tail -n 1 "$LOG" ;;
     matrix)    step matrix 300 build/allstages --stage all --matrix; grep -E '^(matrix|FAIL)' "$LOG" | tail -n 40 ;;
-    nokey)     step nokey 420 nokey; grep -E '^nokey' "$LOG" | tail -n 40 ;;
+    nokey)     step nokey 420 bash tools/nokey_check.sh; grep -E '^nokey' "$LOG" | tail -n 40 ;;
     peak)      step peak 60 build/allstages --peak --csv "plots/$(slug).csv" ;;
     reference) step reference 300 env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --csv "plots/$(slug).csv" ;;
     bench)     step bench 540 $MAKE bench ;;
