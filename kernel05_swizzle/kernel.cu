@@ -90,14 +90,19 @@ __device__ __forceinline__ uint32_t ldsm_addr_b(const T *smem, int row, int col,
  * block returns right after this, before its first copy or barrier, so it never touches shared
  * memory (a block that staged O over a Q tile still in flight would race with its own copies). */
 template <typename T, int kHeadDim, int kRows, int kNThreads>
-__device__ __forceinline__ void store_empty_tile(T *o, int64_t row_stride, int valid_rows, float *lse) {
+__device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0) {
+    const int64_t row_stride = (int64_t)p.heads_q * kHeadDim;
+    T *o = (T *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
+    const int valid_rows = p.seqlen_q - row0;
     constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
     for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kNThreads) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
         if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
     }
-    if (lse)
+    if (p.lse) {
+        float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
         for (int row = threadIdx.x; row < min(kRows, valid_rows); row += kNThreads) lse[row] = INFINITY;
+    }
 }
 
 template <typename T, int kHeadDim>
@@ -117,14 +122,6 @@ flash_fwd_kernel(const flash_problem p) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;  // fragment coordinates: row group and thread in quad
 
-    /* Row i of Q for this (batch, head) is at q + i * q_row_stride; likewise for K, V, O. */
-    const int64_t q_row_stride = (int64_t)p.heads_q * kHeadDim;
-    const int64_t kv_row_stride = (int64_t)p.heads_kv * kHeadDim;
-    const T *q = (const T *)p.q + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
-    const T *k = (const T *)p.k + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
-    const T *v = (const T *)p.v + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
-    T *o = (T *)p.o + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
-
     const int row0 = m_block * kBlockM;  // first query row of Q_i
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
@@ -134,10 +131,17 @@ flash_fwd_kernel(const flash_problem p) {
     if (p.causal) n_end = min(n_end, max(0, row0 + kBlockM + diag));
     const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
     if (n_blocks == 0) {
-        store_empty_tile<T, kHeadDim, kBlockM, kNThreads>(o + row0 * q_row_stride, q_row_stride, p.seqlen_q - row0,
-                                                          p.lse ? p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0 : nullptr);
+        store_empty_tile<T, kHeadDim, kBlockM, kNThreads>(p, batch, head, row0);
         return;
     }
+
+    /* Row i of Q for this (batch, head) is at q + i * q_row_stride; likewise for K, V, O. */
+    const int64_t q_row_stride = (int64_t)p.heads_q * kHeadDim;
+    const int64_t kv_row_stride = (int64_t)p.heads_kv * kHeadDim;
+    const T *q = (const T *)p.q + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
+    const T *k = (const T *)p.k + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
+    const T *v = (const T *)p.v + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
+    T *o = (T *)p.o + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
 
     /* The two rows this thread holds in every accumulator: c[0..1] in row g, c[2..3] in g + 8. */
     const int warp_row0 = warp * kRowsPerWarp;

@@ -315,14 +315,19 @@ __device__ __forceinline__ void pv_tile(float (&acc_o)[kMTiles][kHeadDim / 8][4]
  * block returns right after this, before its first copy or barrier, so it never touches shared
  * memory (a block that staged O over a Q tile still in flight would race with its own copies). */
 template <typename T, int kHeadDim, int kRows, int kNThreads>
-__device__ __forceinline__ void store_empty_tile(T *o, int64_t row_stride, int valid_rows, float *lse) {
+__device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0) {
+    const int64_t row_stride = (int64_t)p.heads_q * kHeadDim;
+    T *o = (T *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
+    const int valid_rows = p.seqlen_q - row0;
     constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
     for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kNThreads) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
         if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
     }
-    if (lse)
+    if (p.lse) {
+        float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
         for (int row = threadIdx.x; row < min(kRows, valid_rows); row += kNThreads) lse[row] = INFINITY;
+    }
 }
 
 /* kCopyTiles K/V tiles are copied per barrier (1 or 2; the launch picks the larger one whose
@@ -362,14 +367,6 @@ flash_fwd_kernel(const flash_problem p) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;  // fragment coordinates: row group and thread in quad
 
-    /* Row i of Q for this (batch, head) is at q + i * q_row_stride; likewise for K, V, O. */
-    const int64_t q_row_stride = (int64_t)p.heads_q * kHeadDim;
-    const int64_t kv_row_stride = (int64_t)p.heads_kv * kHeadDim;
-    const T *q = (const T *)p.q + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
-    const T *k = (const T *)p.k + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
-    const T *v = (const T *)p.v + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
-    T *o = (T *)p.o + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
-
     const int row0 = m_block * kBlockM;  // first query row of Q_i
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
@@ -379,10 +376,18 @@ flash_fwd_kernel(const flash_problem p) {
     if (p.causal) n_end = min(n_end, max(0, row0 + kBlockM + diag));
     const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
     if (n_blocks == 0) {
-        store_empty_tile<T, kHeadDim, kBlockM, kNThreads>(o + row0 * q_row_stride, q_row_stride, p.seqlen_q - row0,
-                                                          p.lse ? p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0 : nullptr);
+        store_empty_tile<T, kHeadDim, kBlockM, kNThreads>(p, batch, head, row0);
         return;
     }
+
+    /* Row i of Q for this (batch, head) is at q + i * q_row_stride; likewise for K, V, O. */
+    const int64_t q_row_stride = (int64_t)p.heads_q * kHeadDim;
+    const int64_t kv_row_stride = (int64_t)p.heads_kv * kHeadDim;
+    const T *q = (const T *)p.q + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
+    const T *k = (const T *)p.k + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
+    const T *v = (const T *)p.v + ((int64_t)batch * p.seqlen_k * p.heads_kv + head_kv) * kHeadDim;
+    T *o = (T *)p.o + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
+
     /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
      * diagonal of this tile's first row; the tiles below it need no mask at all. */
     int n_masked = p.seqlen_k / kBlockN;
@@ -394,7 +399,11 @@ flash_fwd_kernel(const flash_problem p) {
     const int row_g = row0 + warp_row0 + g;  // rows row_g + 16 mt + 8 h
 
     const CopyPlan<kHeadDim, kBlockM, kNThreads> q_plan = make_copy_plan<kHeadDim, kBlockM, kNThreads>(q_row_stride, sizeof(T));
-    const CopyPlan<kHeadDim, kBlockN, kNThreads> kv_plan = make_copy_plan<kHeadDim, kBlockN, kNThreads>(kv_row_stride, sizeof(T));
+    CopyPlan<kHeadDim, kBlockN, kNThreads> kv_plan = make_copy_plan<kHeadDim, kBlockN, kNThreads>(kv_row_stride, sizeof(T));
+    /* Keep the K/V plan's shared-memory offset in a register for the whole loop. Left to itself,
+     * ptxas may recompute it from threadIdx at every copy (an S2R and a dozen integer instructions
+     * per tile copied), which costs more issue slots than the register saves. */
+    asm("" : "+r"(kv_plan.smem_off));
     /* sQ, sK and sV are one [kBlockM + 2 kSlots kBlockN, kHeadDim] array, and kBlockM, kBlockN are
      * multiples of 8: V's rows continue Q's with the same swizzle, so V is addressed from Q's
      * bases at row offset kVRow0 (+ the slot's rows), which saves four registers. */
