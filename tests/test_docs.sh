@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The prose and the data agree: tools/results_md.py --check regenerates every generated block,
 # figure and kernel header from the committed CSVs and compares; tests/lint_docs.py finds figures
-# typed by hand, words of the team's process, and chapters that do not link the blog series.
+# typed by hand, words from how the project is run rather than for its readers, and chapters that
+# do not link the blog series.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
