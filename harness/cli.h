@@ -16,7 +16,7 @@ typedef struct {
     int check;              /* 0 with --no-check */
     const char *csv_path;   /* NULL: no CSV */
     int sweep, bench, peak, matrix, gpu_slug;
-    int stage;              /* 1..8, or 0 for --stage all */
+    int stage;              /* 1..flash_stage_count(), or 0 for --stage all */
     int stage_given;        /* --stage was on the command line */
 } run_options;
 

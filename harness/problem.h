@@ -1,7 +1,7 @@
 /*
  * problem.h: one attention problem on the device: its inputs, its reference, and the checked and
  * timed launches of the stages on it. Built once per problem and shared by every stage tested on
- * it (the benchmark runs eight stages per problem; the reference is the expensive part).
+ * it (the benchmark runs every stage on each problem; the reference is the expensive part).
  */
 #ifndef HARNESS_PROBLEM_H
 #define HARNESS_PROBLEM_H

@@ -1,5 +1,5 @@
 /*
- * Stage 08 - final: stage 07 tuned for the card.
+ * Stage 08 - final: stage 07 fitted to the card (32 rows per warp, a K/V ring, P V under softmax).
  *
  * Technique: no new instruction; the shape and the order of the work are fitted to the GPU, each
  *            decision measured (docs/08_final.md):
@@ -37,9 +37,14 @@
  * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
- * Measured:  H200, B16 H16 S4096 D128 bf16 (make bench, commit 9dbdc6e): 339.1 TFLOP/s (99% of FA2), 1.20x stage 07; causal 319.3 (101% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 0a39742): 345.4 TFLOP/s (99%
+ *            of FA2), 1.20x stage 07; causal 328.3 (102% of FA2).
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel08 && ./run
+ * Read:      docs/08_final.md; in the blog series, https://lubits.ch/flash/Part-6 (auto-tuning),
+ *            https://lubits.ch/flash/Part-7 (profiling), https://lubits.ch/flash/Part-8
+ *            (instruction reduction) and
+ *            https://lubits.ch/flash/Appendix-B---Block-Size-Configuration (block sizes).
  */
 #include "flash_internal.h"
 #include "ptx.cuh"

@@ -5,15 +5,11 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
+. tests/lib.sh
 PYTHON=${PYTHON:-python3}
 FIXTURES=tests/fixtures
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1: $2"; failures=$((failures + 1)); }
-skip() { echo "SKIP: $1: $2"; }
 
 # The PNG signature: 0x89 'P' 'N' 'G' \r \n 0x1a \n.
 is_png() {
@@ -38,39 +34,39 @@ if [ $have_matplotlib = 0 ]; then
 else
     run_plot $FIXTURES/plot_sample.csv --out-dir "$TMP/png"
     if [ $rc -ne 0 ]; then
-        fail $name "exit code $rc: $(tail -n 3 "$TMP/out" | tr '\n' ' ')"
+        bad $name "exit code $rc: $(tail -n 3 "$TMP/out" | tr '\n' ' ')"
     elif ! is_png "$TMP/png/plot_sample_ladder.png"; then
-        fail $name "plot_sample_ladder.png missing or not a PNG"
+        bad $name "plot_sample_ladder.png missing or not a PNG"
     elif ! is_png "$TMP/png/plot_sample_sweep.png"; then
-        fail $name "plot_sample_sweep.png missing or not a PNG"
+        bad $name "plot_sample_sweep.png missing or not a PNG"
     else
-        pass $name
+        ok $name
     fi
 
     # The fixture holds a stale kernel05 headline row (201.30) before the current one (262.40).
     name=plot_last_row_wins
     if grep -q "kernel05_swizzle *262.4" "$TMP/out" && ! grep -q "201.3" "$TMP/out"; then
-        pass $name
+        ok $name
     else
-        fail $name "the ladder summary does not show the last kernel05 row (262.4)"
+        bad $name "the ladder summary does not show the last kernel05 row (262.4)"
     fi
 
     name=plot_without_fa2
     grep -v ',fa2,' $FIXTURES/plot_sample.csv >"$TMP/nofa2.csv"
     run_plot "$TMP/nofa2.csv"
     if [ $rc -eq 0 ] && grep -q "no FA2 row" "$TMP/out" && is_png "$TMP/nofa2_ladder.png"; then
-        pass $name
+        ok $name
     else
-        fail $name "exit code $rc, expected 0 and a ladder that says there is no FA2 row"
+        bad $name "exit code $rc, expected 0 and a ladder that says there is no FA2 row"
     fi
 
     name=plot_no_data
     head -n 1 $FIXTURES/plot_sample.csv >"$TMP/empty.csv"
     run_plot "$TMP/empty.csv"
     if [ $rc -eq 1 ] && grep -q "no data" "$TMP/out"; then
-        pass $name
+        ok $name
     else
-        fail $name "exit code $rc, expected 1 and a 'no data' message"
+        bad $name "exit code $rc, expected 1 and a 'no data' message"
     fi
 fi
 
@@ -79,11 +75,11 @@ fi
 check_malformed() {  # name csv expected-location
     run_plot "$2" --out-dir "$TMP/bad"
     if [ $rc -ne 2 ]; then
-        fail "$1" "exit code $rc, expected 2"
+        bad "$1" "exit code $rc, expected 2"
     elif ! grep -qF "$3" "$TMP/out"; then
-        fail "$1" "message does not name '$3': $(head -n 1 "$TMP/out")"
+        bad "$1" "message does not name '$3': $(head -n 1 "$TMP/out")"
     else
-        pass "$1"
+        ok "$1"
     fi
 }
 
@@ -105,14 +101,35 @@ else
     "$PYTHON" harness/reference.py --csv "$TMP/ref.csv" >"$TMP/out" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then
-        fail $name "exit code $rc, expected 0"
+        bad $name "exit code $rc, expected 0"
     elif ! grep -q "PyTorch not available: reference timings skipped" "$TMP/out"; then
-        fail $name "no 'PyTorch not available' message: $(head -n 1 "$TMP/out")"
+        bad $name "no 'PyTorch not available' message: $(head -n 1 "$TMP/out")"
     elif [ -e "$TMP/ref.csv" ]; then
-        fail $name "it wrote a CSV although nothing was timed"
+        bad $name "it wrote a CSV although nothing was timed"
     else
-        pass $name
+        ok $name
     fi
 fi
 
-[ $failures -eq 0 ]
+# --- styles: stable per stage, distinct, and the ceiling says what it bounds ----------------------
+name=plot_styles
+if [ $have_matplotlib = 0 ]; then
+    skip $name "matplotlib cannot be imported"
+elif out=$("$PYTHON" - <<'PY' 2>&1
+import sys
+sys.path.insert(0, "plots")
+from plot import stage_styles, ceiling_label
+stages = [f"kernel{i:02d}" for i in range(1, 14)]
+styles = stage_styles(stages)
+assert stage_styles(["kernel05"])["kernel05"] == styles["kernel05"], "a stage's style depends on the others"
+assert len({c for c, _ in styles.values()}) == 13, "13 stages do not get 13 colours"
+assert len(set(styles.values())) == 13, "two stages share colour and marker"
+label = ceiling_label(["kernel01", "kernel08"], 648.0, 0)
+assert "01" in label and "08" in label and "wgmma" in label, label
+PY
+); then
+    ok $name
+else
+    bad $name "$out"
+fi
+finish

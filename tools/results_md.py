@@ -131,12 +131,12 @@ def pct(a, b):
 
 
 def count(x):
-    """7530966197 -> '7.5 G', 55679 -> '56 k'."""
+    """7530966197 -> '7.5 G', 55679 -> '56 k', 0.67 -> '0.67'."""
     for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
             v = x / scale
             return f"{v:.{1 if v < 10 else 0}f} {unit}"
-    return f"{x:.0f}"
+    return f"{x:.0f}" if x == int(x) else f"{x:.2f}"
 
 
 def stage_number(kernel):
@@ -277,7 +277,7 @@ NCU_LABELS = {
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "extra wavefronts of shared loads (bank conflicts)",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "extra wavefronts of shared stores (bank conflicts)",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": "wavefronts of shared loads, in all",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor pipe busy, % of cycles",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor pipe busy, % of active cycles",
 }
 
 
