@@ -94,9 +94,9 @@ int flash_stage_supported(int stage) {
     if (err != cudaSuccess)
         return flash_set_error(FLASH_E_CUDA, "stage %02d (%s): cannot query the GPU: %s (%s)", stage, e->name,
                                cudaGetErrorString(err), cudaGetErrorName(err));
-    char need[96];
-    if (flash_arch_runs_on(e->arch, cc, need, sizeof need)) return FLASH_OK;
-    return flash_set_error(FLASH_E_UNSUPPORTED, "stage %02d (%s) needs %s, this one is sm_%d", stage, e->name, need, cc);
+    char msg[192];
+    if (!flash_stage_refused(stage, e->name, e->arch, cc, msg, sizeof msg)) return FLASH_OK;
+    return flash_set_error(FLASH_E_UNSUPPORTED, "%s", msg);
 }
 
 int flash_launch_status(const char *stage) {

@@ -45,3 +45,10 @@ int flash_arch_runs_on(const char *arch, int cc, char *need, size_t n) {
              arch_family(required), required);
     return cc >= required;
 }
+
+int flash_stage_refused(int stage, const char *name, const char *arch, int cc, char *msg, size_t n) {
+    char need[96];
+    if (flash_arch_runs_on(arch, cc, need, sizeof need)) return 0;
+    snprintf(msg, n, "stage %02d (%s) needs %s, this one is sm_%d", stage, name, need, cc);
+    return 1;
+}

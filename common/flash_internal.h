@@ -59,6 +59,11 @@ int flash_stage_supported(int stage);
  * newer GPU (sm_80 or newer)"). A malformed arch string can run nowhere. */
 int flash_arch_runs_on(const char *arch, int cc, char *need, size_t n);
 
+/* The refusal of flash_stage_supported, without the device: 0 if a GPU of compute capability `cc`
+ * runs stage `stage` (named `name`, built for `arch`); otherwise 1, with the message in msg[n]:
+ * "stage 09 (kernel09_wgmma) needs a Hopper GPU (sm_90), this one is sm_86". */
+int flash_stage_refused(int stage, const char *name, const char *arch, int cc, char *msg, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,6 +24,7 @@
 #include "cpu_ref.h"
 #include "csv.h"
 #include "errstat.h"
+#include "flash_internal.h"
 #include "inputs.h"
 #include "lowp.h"
 
@@ -483,6 +484,35 @@ static void test_csv_preflight(void) {
     rmdir(dir);
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * Which GPUs a stage runs on (common/flash_arch.c): the rule behind FLASH_E_UNSUPPORTED, tested
+ * without the GPU it would refuse. */
+
+static void test_stage_arch(void) {
+    char need[96], msg[192];
+    /* "sm_80": that architecture or any newer one. */
+    report("sm_80 code runs on sm_80, sm_86, sm_89, sm_90, sm_100",
+           flash_arch_runs_on("sm_80", 80, need, sizeof need) && flash_arch_runs_on("sm_80", 86, need, sizeof need) &&
+               flash_arch_runs_on("sm_80", 89, need, sizeof need) && flash_arch_runs_on("sm_80", 90, need, sizeof need) &&
+               flash_arch_runs_on("sm_80", 100, need, sizeof need),
+           "refused a newer GPU");
+    int ok = !flash_arch_runs_on("sm_80", 75, need, sizeof need) && strcmp(need, "an Ampere or newer GPU (sm_80 or newer)") == 0;
+    report("sm_80 code is refused on sm_75, naming what it needs", ok, need);
+    /* "sm_90a": that architecture only (wgmma, TMA). */
+    report("sm_90a code runs on sm_90", flash_arch_runs_on("sm_90a", 90, need, sizeof need), "refused sm_90");
+    ok = !flash_arch_runs_on("sm_90a", 86, need, sizeof need) && strcmp(need, "a Hopper GPU (sm_90)") == 0 &&
+         !flash_arch_runs_on("sm_90a", 100, need, sizeof need) && !flash_arch_runs_on("sm_90a", 89, need, sizeof need);
+    report("sm_90a code is refused on sm_86, sm_89 and sm_100 (arch-specific code runs on one arch only)", ok, need);
+    ok = !flash_arch_runs_on("sm_x", 90, need, sizeof need) && !flash_arch_runs_on(NULL, 90, need, sizeof need) &&
+         !flash_arch_runs_on("sm_90b", 90, need, sizeof need) && !flash_arch_runs_on("", 90, need, sizeof need);
+    report("a malformed arch declaration runs nowhere", ok, need);
+    /* The message ./run and flash_strerror show for a Hopper stage on an Ampere card. */
+    ok = flash_stage_refused(9, "kernel09_wgmma", "sm_90a", 86, msg, sizeof msg) &&
+         strcmp(msg, "stage 09 (kernel09_wgmma) needs a Hopper GPU (sm_90), this one is sm_86") == 0 &&
+         !flash_stage_refused(5, "kernel05_swizzle", "sm_80", 90, msg, sizeof msg);
+    report("the refusal names the stage, what it needs and the GPU's arch", ok, msg);
+}
+
 int main(void) {
     test_uniform_scores();
     test_single_key();
@@ -495,6 +525,7 @@ int main(void) {
     test_inputs();
     test_csv();
     test_csv_preflight();
+    test_stage_arch();
     printf("test_cpu: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
