@@ -11,13 +11,14 @@ command -v ncu >/dev/null 2>&1 || { echo "make profile: ncu (Nsight Compute) not
     "with the CUDA toolkit on a GPU machine" >&2; exit 2; }
 "$BUILD/allstages" --gpu-slug >/dev/null 2>&1 || { echo "make profile: no CUDA device answers here" \
     "($BUILD/allstages --gpu-slug failed); run it on a GPU machine" >&2; exit 2; }
-METRICS=smsp__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,\
+METRICS=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
+smsp__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,\
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,\
 l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,sm__warps_active.avg.pct_of_peak_sustained_active,\
 dram__throughput.avg.pct_of_peak_sustained_elapsed
 echo "ncu: stage $NN, the 4th launch of flash_fwd_kernel (3 warm-up launches skipped), clocks left alone"
 ncu --clock-control none --kernel-name regex:flash_fwd_kernel --launch-skip 3 --launch-count 1 --metrics "$METRICS" \
     "$BUILD/allstages" --stage "${NN#0}" --no-check --warmup 3 --iters 1 "$@" || exit
-echo "Reading it: tensor_op_hmma pct = how busy the tensor pipe was; bank_conflicts ld/st = extra shared-memory"
+echo "Reading it: pipe_tensor_op_hmma_cycles_active pct = how busy the tensor pipe was (the docs' figure); bank_conflicts ld/st = extra shared-memory"
 echo "wavefronts (compare with wavefronts_mem_shared_op_ld: 0 conflicts is the goal of stage 05);"
 echo "warps_active pct = achieved occupancy; dram__throughput pct = how close to the HBM bandwidth limit."

@@ -12,7 +12,7 @@ need_make_env
 # The static instruction histograms: PTX opcodes (prefix match on dot boundaries, so ldmatrix
 # counts ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16) and SASS opcodes (LDS does not count LDSM,
 # MUFU.EX2 does not count MUFU.RCP).
-SASS_OPS=${SASS_OPS:-"HMMA LDSM LDGSTS LDS STS LDG STG BAR MUFU.EX2 FFMA LDL STL"}
+SASS_OPS=${SASS_OPS:-"HMMA LDSM LDGSTS LDS STS LDG STG BAR MUFU.EX2 FFMA FMUL FADD LDL STL"}
 PTX_OPS=${PTX_OPS:-"mma.sync ldmatrix cp.async ld.shared st.shared ld.global st.global bar.sync ex2.approx fma.rn.f32 fma.rm.f32 shfl.sync"}
 
 # op_counts KIND FILE OPS...: static count of each opcode (PTX or SASS) in FILE, one per line.
