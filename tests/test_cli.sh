@@ -278,7 +278,9 @@ if [ "$rc" -eq 3 ]; then
 elif [ "$rc" -eq 0 ]; then
     if grep -q "PASS" "$TMP/out"; then ok "valid small problem passes its check"; else bad "valid small problem" "no PASS in: $(tail -c 300 "$TMP/out")"; fi
     run "${SMALL[@]}" --causal --csv "$TMP/new.csv"
-    if [ "$rc" -eq 0 ] && [ "$(head -n 1 "$TMP/new.csv")" = "gpu,kernel,name,dtype,batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim,causal,iters,ms_median,ms_min,tflops,max_abs_err,rel_l2_err,check,commit,date" ] \
+    # The header as harness/contract.py defines it (tests/test_contract.sh checks the C side agrees).
+    header=$("${PYTHON:-python3}" "$(dirname "$0")/../harness/contract.py" | head -n 1)
+    if [ "$rc" -eq 0 ] && [ "$(head -n 1 "$TMP/new.csv")" = "$header" ] \
         && [ "$(wc -l <"$TMP/new.csv")" -eq 2 ] && grep -q ",pass," "$TMP/new.csv"; then
         ok "--csv writes the header and one row"
     else
