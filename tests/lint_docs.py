@@ -17,6 +17,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from results_md import GENERATED_REGION  # noqa: E402
+
 failures = 0
 
 
@@ -30,8 +33,6 @@ def report(name, problems):
 
 
 FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:TFLOP/s|%)|(?<![\w.])\d+\.\d+x\b|\*\*\d+(?:\.\d+)?\*\*")
-GENERATED = re.compile(r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE|REPEATS|NCU:[0-9,]+) -->.*?"
-                       r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|NCU) -->|<!-- fig [^>]*-->.*?<!-- /fig -->", re.S)
 
 
 def prose_lines(text):
@@ -39,7 +40,7 @@ def prose_lines(text):
     spans removed: what a person typed."""
     def blank(m):
         return "\n" * m.group(0).count("\n")
-    text = GENERATED.sub(blank, text)
+    text = GENERATED_REGION.sub(blank, text)
     text = re.sub(r"```.*?```", blank, text, flags=re.S)
     for n, line in enumerate(text.split("\n"), 1):
         yield n, re.sub(r"`[^`]*`", "", line)
