@@ -39,7 +39,9 @@ STAGE_DIR     = $(filter kernel$(1)_%,$(STAGE_DIRS))
 $(foreach s,$(STAGES),$(eval STAGE_ARCH_$(s) := $(shell sed -n 's/^ \* Needs: *\(sm_[0-9][0-9]*a\{0,1\}\).*/\1/p' \
                                                          $(call STAGE_DIR,$(s))/kernel.cu | head -n 1)))
 STAGE_ARCH    = $(STAGE_ARCH_$(1))
-STAGE_GENCODE = $(if $(filter %a,$(call STAGE_ARCH,$(1))),-gencode arch=compute_$(patsubst sm_%,%,$(call STAGE_ARCH,$(1)))$(comma)code=$(call STAGE_ARCH,$(1)),$(ARCH))
+# The one architecture an "a" target is built for: sm_90a -> -gencode arch=compute_90a,code=sm_90a.
+ARCH_GENCODE  = -gencode arch=compute_$(patsubst sm_%,%,$(1))$(comma)code=$(1)
+STAGE_GENCODE = $(if $(filter %a,$(call STAGE_ARCH,$(1))),$(call ARCH_GENCODE,$(call STAGE_ARCH,$(1))),$(ARCH))
 $(foreach s,$(STAGES),$(if $(call STAGE_ARCH,$(s)),,$(error $(call STAGE_DIR,$(s))/kernel.cu: its header has no "Needs: sm_XX" line)))
 # NN:dir:arch per stage, for the scripts under tests/ and tools/.
 STAGE_TABLE  := $(foreach s,$(STAGES),$(s):$(call STAGE_DIR,$(s)):$(call STAGE_ARCH,$(s)))
@@ -62,7 +64,7 @@ COMMON_HEADERS := $(wildcard common/*.h common/*.cuh)
 HEADERS        := $(COMMON_HEADERS) $(wildcard harness/*.h)
 HARNESS_OBJ    := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(wildcard harness/*.c)) \
                   $(patsubst harness/%.cu,$(BUILD)/harness/%.o,$(wildcard harness/*.cu))
-API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o
+API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
 .PHONY: help all lib test bench reference plot tune clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
@@ -121,6 +123,18 @@ $(BUILD)/harness/%.o: harness/%.cu $(HEADERS) | have-nvcc
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) $(ARCH) -c $< -o $@
 
+# The wgmma ceiling: wgmma exists in the sm_90a target alone, so this one harness object is built
+# for exactly that, whatever ARCH says, like a Hopper stage. It links into every binary all the
+# same (no -rdc: each object carries its own device code, and the CUDA runtime loads the sm_90a
+# code only on an sm_90 GPU); wgmma_peak checks the GPU before it launches anything. The ptxas
+# report is kept, as for the stages, for the spill check of tests/test_instructions.sh.
+$(BUILD)/harness/peak_wgmma.o: harness/peak_wgmma.cu $(HEADERS) | have-nvcc
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) $(call ARCH_GENCODE,sm_90a) -Xptxas -v -c $< -o $@ 2>$(BUILD)/harness/peak_wgmma.ptxas.txt \
+	  || { cat $(BUILD)/harness/peak_wgmma.ptxas.txt; exit 1; }
+	@grep -v -e '^ptxas info' -e 'bytes stack frame' -e 'Used [0-9]* registers' -e 'Compiling entry' \
+	    -e 'Function properties' -e '^ *$$' $(BUILD)/harness/peak_wgmma.ptxas.txt >&2 || true
+
 # One object per stage; ptxas -v output is kept beside it for the spill check and `make sass`.
 define STAGE_RULES
 $(BUILD)/kernel$(1).o: $(call STAGE_DIR,$(1))/kernel.cu $(COMMON_HEADERS) | have-nvcc
@@ -145,7 +159,12 @@ $(BUILD)/allstages: $(STAGE_OBJ) $(HARNESS_OBJ) $(API_OBJ)
 $(BUILD)/libflash.so: $(STAGE_OBJ) $(API_OBJ) $(GEN)/libflash.map
 	$(NVCC) $(ARCH) -shared $(STAGE_OBJ) $(API_OBJ) -Xlinker --version-script=$(GEN)/libflash.map -o $@ $(LDLIBS)
 
-all: $(foreach s,$(STAGES),$(BUILD)/kernel$(s)) $(BUILD)/allstages $(BUILD)/libflash.so
+# The GPU unit test of common/hopper.cuh's wrappers (tests/hopper_units.cu): Hopper only, like the
+# stages that use them.
+$(BUILD)/hopper_units: tests/hopper_units.cu $(API_OBJ) $(COMMON_HEADERS) | have-nvcc
+	$(NVCC) $(NVFLAGS) $(call ARCH_GENCODE,sm_90a) $< $(API_OBJ) -o $@ $(LDLIBS)
+
+all: $(foreach s,$(STAGES),$(BUILD)/kernel$(s)) $(BUILD)/allstages $(BUILD)/libflash.so $(BUILD)/hopper_units
 
 lib: $(BUILD)/libflash.so
 

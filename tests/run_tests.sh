@@ -60,12 +60,13 @@ suite instructions bash tests/test_instructions.sh
 
 # -- GPU: the correctness matrix and compute-sanitizer, only where a device answers -------------
 if "$BUILD/allstages" --gpu-slug >/dev/null 2>&1; then
+    suite hopper_units "$BUILD/hopper_units"
     suite gpu_matrix "$BUILD/allstages" --stage all --matrix
     suite sanitizer bash tests/test_sanitizer.sh "$BUILD/allstages"
     suite copy_tiles_1 bash tests/test_copy_tiles.sh
 else
     echo "== gpu"
-    for what in "GPU correctness matrix" "compute-sanitizer memcheck/racecheck/synccheck" \
+    for what in "Hopper wrapper unit tests (tests/hopper_units.cu)" "GPU correctness matrix" "compute-sanitizer memcheck/racecheck/synccheck" \
                 "stage 08 with one K/V tile per copy (the Ampere path)"; do
         echo "SKIP: $what: no CUDA device here (run make test on a GPU machine)"
         skipped=$((skipped + 1))

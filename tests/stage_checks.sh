@@ -19,6 +19,9 @@ MMA='mma\.sync\.aligned\.m16n8k16'
 LDSM='ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16'
 LDSM_T='ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16'
 CPASYNC='cp\.async\.cg\.shared\.global'
+WGMMA_SS='wgmma\.mma_async\.sync\.aligned\.m64n[0-9]+k16\.f32\.(bf16|f16)\.(bf16|f16) +\{[^}]*\}, +%rd'
+WGMMA_RS='wgmma\.mma_async\.sync\.aligned\.m64n[0-9]+k16\.f32\.(bf16|f16)\.(bf16|f16) +\{[^}]*\}, +\{'
+TMA_LOAD='cp\.async\.bulk\.tensor\.[0-9]d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes'
 
 # stage_ptx_checks NN LABEL PTX
 stage_ptx_checks() {
@@ -48,6 +51,21 @@ stage_ptx_checks() {
     08) want "$dir" "$ptx" "dynamic shared memory" "\.extern \.shared"
         want "$dir" "$ptx" "ex2.approx" "ex2\.approx"
         unwanted "$dir" "$ptx" "expf range reduction" "fma\.rm\.f32" ;;
+    09) want "$dir" "$ptx" "wgmma from two descriptors (S = Q K^T)" "$WGMMA_SS"
+        want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
+        want "$dir" "$ptx" "wgmma.wait_group" "wgmma\.wait_group"
+        want "$dir" "$ptx" "fence.proxy.async (cp.async data to wgmma)" "fence\.proxy\.async"
+        want "$dir" "$ptx" "cp.async.cg" "$CPASYNC"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync"
+        unwanted "$dir" "$ptx" "ldmatrix" "ldmatrix"
+        unwanted "$dir" "$ptx" "TMA" "cp\.async\.bulk" ;;
+    10) want "$dir" "$ptx" "TMA tensor loads" "$TMA_LOAD"
+        want "$dir" "$ptx" "mbarrier expect-tx" "mbarrier\.arrive\.expect_tx"
+        want "$dir" "$ptx" "mbarrier parity wait" "mbarrier\.try_wait\.parity"
+        want "$dir" "$ptx" "wgmma from two descriptors (S = Q K^T)" "$WGMMA_SS"
+        want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
+        unwanted "$dir" "$ptx" "cp.async (non-bulk)" "$CPASYNC"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
     *)  bad "$dir instruction checks" "tests/stage_checks.sh has no case for stage $nn: say what its PTX must hold" ;;
     esac
     case $nn in 04|05|06|07|08) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA" ;; esac
@@ -63,6 +81,9 @@ stage_sass_checks() {
     03) want "$label" "$sass" "LDSM" "LDSM"; want "$label" "$sass" "LDSM.16.MT88" "LDSM\.16\.MT88"; unwanted "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     04|05|06) want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     07|08) want "$label" "$sass" "MUFU.EX2" "MUFU\.EX2"; want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+    09) want "$label" "$sass" "HGMMA" "HGMMA"; unwanted "$label" "$sass" "HMMA" "HMMA"; want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+    10) want "$label" "$sass" "HGMMA" "HGMMA"; unwanted "$label" "$sass" "HMMA" "HMMA"
+        want "$label" "$sass" "UTMALDG" "UTMALDG"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
     esac
 }

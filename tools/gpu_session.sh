@@ -2,6 +2,7 @@
 # All the GPU work of one sitting at a GPU machine in one command: build for the present card, then
 # the steps named on the command line, each under a time limit, logging to $OUT (default build/gpu).
 #   build      make all for the present GPU's architecture only (ARCH=here: quicker)
+#   units      build/hopper_units: the Hopper instruction wrappers alone (skips off Hopper)
 #   test       make test (CPU tests, instruction checks, GPU correctness matrix, sanitizer, API)
 #   matrix     the correctness matrix alone, every stage
 #   nokey      the no-key problem (causal, whole query tiles that see no key, filling the GPU): ten
@@ -39,6 +40,7 @@ nvidia-smi >>"$LOG" 2>&1
 for s in "$@"; do
     case $s in
     build)     step build 300 $MAKE -j16 all ;;
+    units)     step units 120 build/hopper_units; grep -E '^(PASS|FAIL|SKIP):' "$LOG" | tail -n 24 ;;
     test)      step test 540 $MAKE test; tail -n 1 "$LOG" ;;
     matrix)    step matrix 300 build/allstages --stage all --matrix; grep -E '^(matrix|FAIL)' "$LOG" | tail -n 40 ;;
     nokey)     step nokey 420 bash tools/nokey_check.sh; grep -E '^nokey' "$LOG" | tail -n 40 ;;

@@ -1,0 +1,59 @@
+/*
+ * flash_tma.c: see flash_tma.h.
+ */
+#include "flash_tma.h"
+
+#include <cuda_runtime_api.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "flash_internal.h"
+
+/* The typedef is cuTensorMapEncodeTiled's signature in cuda.h (stable since CUDA 12.0). */
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The driver function, looked up once per process. A pointer store is atomic, and looking it up
+ * twice from two threads gives the same pointer, so a relaxed cache is enough. The lookup asks for
+ * the version of the function as of CUDA 12.0, the one whose signature is above (the runtime's
+ * cudaGetDriverEntryPoint without a version is deprecated since CUDA 12.5). */
+static _Atomic(encode_tiled_fn) encode_tiled;
+
+static encode_tiled_fn get_encode_tiled(const char *stage) {
+    encode_tiled_fn fn = atomic_load_explicit(&encode_tiled, memory_order_relaxed);
+    if (fn) return fn;
+    void *ptr = NULL;
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &found);
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !ptr) {
+        flash_set_error(FLASH_E_CUDA, "%s: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or newer driver needed): %s",
+                        stage, cudaGetErrorString(err));
+        return NULL;
+    }
+    fn = (encode_tiled_fn)ptr;
+    atomic_store_explicit(&encode_tiled, fn, memory_order_relaxed);
+    return fn;
+}
+
+int flash_tma_map(CUtensorMap *map, const void *base, flash_dtype dtype, int batch, int seqlen, int heads, int head_dim,
+                  int box_rows, const char *stage, const char *what) {
+    const encode_tiled_fn encode = get_encode_tiled(stage);
+    if (!encode) return FLASH_E_CUDA;
+    const cuuint64_t elem = 2;  // bf16 and fp16
+    /* Sizes innermost first, and the byte strides of dimensions 1.. (dimension 0 is contiguous). */
+    const cuuint64_t dims[4] = {(cuuint64_t)head_dim, (cuuint64_t)heads, (cuuint64_t)seqlen, (cuuint64_t)batch};
+    const cuuint64_t strides[3] = {(cuuint64_t)head_dim * elem, (cuuint64_t)heads * head_dim * elem,
+                                   (cuuint64_t)seqlen * heads * head_dim * elem};
+    const cuuint32_t box[4] = {64, 1, (cuuint32_t)box_rows, 1};
+    const cuuint32_t unit_steps[4] = {1, 1, 1, 1};
+    const CUresult r = encode(map, dtype == FLASH_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                              (void *)base, dims, strides, box, unit_steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return flash_set_error(FLASH_E_CUDA,
+                               "%s: cuTensorMapEncodeTiled refused the map of %s (CUresult %d; batch %d, seqlen %d, heads %d, "
+                               "head_dim %d, box rows %d)",
+                               stage, what, (int)r, batch, seqlen, heads, head_dim, box_rows);
+    return 0;
+}

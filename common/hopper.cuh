@@ -1,0 +1,298 @@
+/*
+ * hopper.cuh: the Hopper (sm_90a) instructions of stages 09-13 as thin inline-PTX wrappers.
+ *
+ * Like ptx.cuh, one wrapper is one instruction, so that what a stage calls is what its PTX and
+ * SASS show (HGMMA, UTMALDG, SYNCS, USETMAXREG). Each says what it guarantees and what it does
+ * not: on Hopper the tensor cores and the copy engine run beside the threads, and most bugs are a
+ * missing fence or a wait in the wrong place. tests/hopper_units.cu checks every wrapper alone on
+ * the GPU against a CPU result before any attention kernel uses it.
+ *
+ * Needs -gencode arch=compute_90a,code=sm_90a: wgmma and setmaxnreg exist only in the "a" target.
+ */
+#ifndef FLASH_HOPPER_CUH
+#define FLASH_HOPPER_CUH
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "ptx.cuh"
+
+/* ---- the 128-byte swizzled shared-memory layout ------------------------------------------------
+ *
+ * wgmma reads its shared-memory operands, and TMA writes them, in units of "atoms": 8 rows of
+ * 128 bytes (64 16-bit elements), 1024 bytes, 1024-byte aligned. Inside an atom the 16-byte chunk
+ * c of row r sits at chunk c ^ r: the XOR spreads any column of 8 rows over all 32 banks, and it
+ * is a function of the address bits (bits 4-6 ^= bits 7-9), which is why atoms must be aligned.
+ *
+ * A [rows, cols] tile of 16-bit elements (rows a multiple of 8, cols of 64) is stored as cols / 64
+ * column blocks of [rows, 64], one after the other; inside a block, row r is 128 bytes after row
+ * r - 1, so 8 consecutive rows make one atom:
+ *
+ *     block 0 (cols 0..63)          block 1 (cols 64..127)
+ *     rows 0-7    atom 0            rows 0-7    atom rows/8
+ *     rows 8-15   atom 1            ...
+ *     ...
+ *
+ * Q, K and V tiles all use it, whatever the operand's major-ness: K-major (Q, K: the reduction
+ * dimension, head_dim, runs along the 128-byte rows) and MN-major (V in P V: the N dimension,
+ * head_dim again, runs along the rows while the reduction, the keys, goes down them) differ only in
+ * the descriptor that describes the same bytes. */
+
+/* Element offset of (row, col) in such a tile of `rows` rows. */
+__host__ __device__ __forceinline__ int sw128_idx(int rows, int row, int col) {
+    return (col / 64) * rows * 64 + row * 64 + (((col % 64) / 8) ^ (row % 8)) * 8 + col % 8;
+}
+
+/* ---- wgmma matrix descriptors ---------------------------------------------------------------
+ *
+ * A 64-bit word that tells wgmma where an operand lives in shared memory and how it is laid out:
+ *   bits  0-13  start address >> 4      (the operand's first byte; in an atom, +32 B per k16 step)
+ *   bits 16-29  leading byte offset >> 4 (LBO)
+ *   bits 32-45  stride byte offset >> 4  (SBO)
+ *   bits 49-51  base offset              (0: our atoms are 1024-byte aligned)
+ *   bits 62-63  swizzle mode             (1: 128-byte swizzle)
+ * What LBO and SBO mean depends on the operand's major-ness (PTX ISA, "Matrix Descriptor Format"):
+ *   K-major, 128 B swizzle: SBO = bytes from one 8-row group (atom) to the next along M or N; LBO
+ *     is unused, because one k16 step (32 bytes) never leaves the 128-byte row. We set it to 1.
+ *   MN-major, 128 B swizzle: LBO = bytes from one 64-element block of the MN dimension to the next
+ *     (our column blocks: rows * 128 bytes); SBO = bytes from one 8-row group along K to the next
+ *     (1024). Swapping these two is the classic mistake; tests/hopper_units.cu names it. */
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+    return (uint64_t)((smem_addr & 0x3FFFF) >> 4) | (uint64_t)((lbo_bytes >> 4) & 0x3FFF) << 16 |
+           (uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
+}
+
+/* The operand at smem_addr read K-major (Q or K, reduction along the rows). */
+__device__ __forceinline__ uint64_t wgmma_desc_k_major(uint32_t smem_addr) { return wgmma_desc(smem_addr, 16, 1024); }
+
+/* The operand at smem_addr read MN-major (V: N along the rows, the reduction down them), in a
+ * tile of `rows` rows: the next 64 columns of N are rows * 128 bytes further. */
+__device__ __forceinline__ uint64_t wgmma_desc_mn_major(uint32_t smem_addr, int rows) {
+    return wgmma_desc(smem_addr, (uint32_t)rows * 128, 1024);
+}
+
+/* ---- wgmma: warpgroup matrix multiply-accumulate -------------------------------------------
+ *
+ * D[64, N] (+)= A[64, 16] B[16, N] over one warpgroup: 4 consecutive warps, the first one's index a
+ * multiple of 4, all 128 threads executing the same wrapper. f32 accumulators, 16-bit inputs.
+ *
+ * The accumulator fragment: d[j][e] of thread (warp w of the group, lane l) is element
+ *     row 16 w + l / 4 + 8 (e / 2),   column 8 j + 2 (l % 4) + e % 2
+ * which is the m16n8 C fragment of mma.sync (ptx.cuh), one n8 tile per j, warp w owning rows
+ * 16 w .. 16 w + 15. The A-register fragment (wgmma_rs) is likewise mma.sync's m16k16 A fragment
+ * of the warp's 16 rows: so two n8 tiles of an S accumulator, packed to 16 bits, are one k16 step
+ * of A for P V, with no data movement.
+ *
+ * Asynchrony: wgmma only starts the product. The accumulator registers (and A registers) belong
+ * to the tensor core until wgmma_wait says the group that contains it is complete: reading or
+ * writing them before that is undefined. Before the first wgmma after the registers were touched
+ * by ordinary code, wgmma_fence must run. accumulate = 0 overwrites D (the first k step). */
+
+/* One wrapper per shape and dtype, generated by the macros (the operand lists are long, the rest
+ * is the same). wgmma_ss: A and B from shared memory, both K-major (S = Q K^T). wgmma_rs: A from
+ * registers, B MN-major ("transposed") from shared memory (O += P V). Overloaded on the
+ * accumulator's size, so N = 8 x its first dimension. */
+#define FLASH_WGMMA_SS_N64(T, PTXT) \
+    __device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTXT "." PTXT " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+                     "%32, %33, p, 1, 1, 0, 0;\n}\n" \
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
+          : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
+    }
+#define FLASH_WGMMA_RS_N64(T, PTXT) \
+    __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b, int accumulate, T) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTXT "." PTXT " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+                     "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
+    }
+#define FLASH_WGMMA_SS_N128(T, PTXT) \
+    __device__ __forceinline__ void wgmma_ss(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTXT "." PTXT " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+                     "%64, %65, p, 1, 1, 0, 0;\n}\n" \
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]) \
+          : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
+    }
+#define FLASH_WGMMA_RS_N128(T, PTXT) \
+    __device__ __forceinline__ void wgmma_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b, int accumulate, T) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTXT "." PTXT " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+                     "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]) \
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
+    }
+
+FLASH_WGMMA_SS_N64(__nv_bfloat16, "bf16")
+FLASH_WGMMA_SS_N64(__half, "f16")
+FLASH_WGMMA_RS_N64(__nv_bfloat16, "bf16")
+FLASH_WGMMA_RS_N64(__half, "f16")
+FLASH_WGMMA_SS_N128(__nv_bfloat16, "bf16")
+FLASH_WGMMA_SS_N128(__half, "f16")
+FLASH_WGMMA_RS_N128(__nv_bfloat16, "bf16")
+FLASH_WGMMA_RS_N128(__half, "f16")
+
+/* Orders this thread's earlier register and shared-memory accesses before the wgmma that follow:
+ * needed before the first wgmma of a batch whenever the accumulators or A registers were written
+ * by ordinary instructions (zeroed, rescaled, packed from S). */
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+/* Closes the wgmma issued since the last commit into one group, for wgmma_wait to count. */
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+/* Blocks until at most n committed groups are unfinished: their accumulators are then final and
+ * their shared-memory operands no longer read. */
+template <int n>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(n) : "memory");
+}
+
+/* Keeps the compiler from moving reads or writes of an accumulator across a wgmma wrapper or a
+ * wait (it sees the asm as reading and writing the register): without it, it may copy a live
+ * accumulator while the tensor core still owns it, and ptxas then serialises every wgmma. */
+template <int kTiles>
+__device__ __forceinline__ void wgmma_hold(float (&d)[kTiles][4]) {
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
+}
+
+/* ---- proxies ------------------------------------------------------------------------------
+ *
+ * wgmma operand reads and TMA copies go through the "async proxy"; ordinary loads, stores and
+ * cp.async through the generic proxy. Shared memory written through one and read through the other
+ * needs this fence in the writing threads, before the barrier that publishes the data. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* ---- mbarrier: a shared-memory barrier with a transaction count ----------------------------
+ *
+ * An mbarrier (8 bytes, 8-byte aligned, in shared memory) completes a phase when its pending
+ * arrivals reach zero and its expected transaction bytes have all landed; then it flips its phase
+ * bit and re-arms with the same arrival count. Waiters wait for a phase by its parity (0, 1, 0, ...
+ * for phases 0, 1, 2, ...): a consumer that has used slot s k times waits for parity k & 1. */
+
+/* Sets the arrival count. One thread, before any use; then fence_mbarrier_init and a barrier. */
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/* Makes initialised mbarriers visible to the async proxy (the TMA unit that will signal them). */
+__device__ __forceinline__ void fence_mbarrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* One arrival, and `bytes` more expected transaction bytes for the current phase: the thread that
+ * issues a TMA copy calls it with the copy's size. The phase cannot complete before those bytes
+ * land, whatever order the arrival and the bytes come in. */
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+/* One plain arrival (release: this thread's earlier shared-memory accesses happen before the
+ * phase completes). */
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* Waits until the phase with parity `parity` has completed (acquire: what the arrivals and the
+ * TMA bytes wrote is visible afterwards). try_wait suspends the thread for a while in hardware;
+ * the loop only retries when that time limit ran out. */
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+/* ---- TMA: tensor copies by the copy engine -------------------------------------------------
+ *
+ * A CUtensorMap (encoded on the host by flash_tma_map, common/flash_tma.h; passed as a
+ * const __grid_constant__ kernel parameter) describes a global tensor and a box. One thread issues
+ * a copy of the box at integer coordinates (innermost first); the engine writes it into shared
+ * memory in the map's swizzled layout, zero-filling elements outside the tensor, and adds the bytes
+ * to the mbarrier's transaction count. The box's byte size counts in full, zeros included. */
+__device__ __forceinline__ void tma_load_4d(uint32_t smem_dst, const CUtensorMap *map, uint32_t bar, int c0, int c1, int c2,
+                                            int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::
+            "r"(smem_dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+}
+
+/* Shared -> global through the map: elements outside the tensor are not written. The source
+ * must have been written before a fence_proxy_async (by every writing thread) and a barrier. */
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t smem_src, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(smem_src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+/* Closes the issuing thread's TMA stores into a group. */
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+/* Waits until the thread's committed TMA stores have finished reading shared memory (not until
+ * they reach global memory: the end of the kernel guarantees that). */
+__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+
+/* Fetches the map's 128-byte descriptor into the constant cache ahead of the first copy. */
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap *map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
+
+/* ---- registers and named barriers (warp specialisation) ----------------------------------
+ *
+ * setmaxnreg moves a warpgroup's per-thread register allocation up or down (a multiple of 8 in
+ * 24..256); every warp of the warpgroup executes it. It takes effect only when the kernel was
+ * compiled with a fixed register count (__launch_bounds__(threads, 1)). */
+template <int n>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n));
+}
+template <int n>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n));
+}
+
+/* Named barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (a multiple of 32): sync
+ * waits for all of them, arrive signals without waiting. */
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+#endif /* FLASH_HOPPER_CUH */

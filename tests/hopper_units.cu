@@ -1,0 +1,357 @@
+/*
+ * hopper_units.cu: every wrapper of common/hopper.cuh alone on the GPU, against a CPU result,
+ * before any attention kernel trusts it. A wrong descriptor field or fragment layout shows up here
+ * by name ("MN-major descriptor: LBO and SBO swapped"), not as a wrong attention output.
+ *
+ *   wgmma SS  S[64, N] = Q[64, D] K[N, D]^T, both K-major in the 128-byte swizzled layout, for
+ *             each D (head_dim 64, 128: one or two column blocks, k16 steps inside the atom)
+ *             and each N the stages use as a tile of keys (64, 128);
+ *   wgmma RS  O[64, D] = P[64, N] V[N, D] with P = the S accumulators above packed to 16 bits in
+ *             registers (the accumulator fragment fed back as A) and V MN-major from shared memory;
+ *   TMA       one 64-row box of each 64-column half of a [batch, seqlen, heads, 128] tensor, at a
+ *             sequence tail (rows past seqlen zero-filled), through an mbarrier used for two
+ *             phases, compared byte for byte with the swizzled layout; then a TMA store of a box
+ *             at the tail, which must write the rows inside the tensor and none past it.
+ * bf16 and fp16 throughout. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
+ * GPU other than sm_90 everything is skipped with the reason.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flash_tma.h"
+#include "hopper.cuh"
+
+static int n_fail = 0, n_pass = 0;
+
+#define CUDA_OK(call)                                                                            \
+    do {                                                                                         \
+        cudaError_t err_ = (call);                                                               \
+        if (err_ != cudaSuccess) {                                                               \
+            printf("FAIL: %s: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, __LINE__); \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+
+/* ---- wgmma ------------------------------------------------------------------------------------- */
+
+/* How the test builds V's descriptor: as the stages do, or with LBO and SBO exchanged (only to
+ * name the mistake when the first fails). */
+enum { kMnAsStages = 0, kMnSwapped = 1 };
+
+/* The whole-warpgroup element (row, col) of accumulator register d[j][e] of this thread. */
+__device__ __forceinline__ void acc_coord(int j, int e, int *row, int *col) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    *row = 16 * warp + lane / 4 + 8 * (e / 2);
+    *col = 8 * j + 2 * (lane % 4) + e % 2;
+}
+
+template <int kTiles>
+__device__ void store_acc(float *out, int ld, const float (&d)[kTiles][4]) {
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            int row, col;
+            acc_coord(j, e, &row, &col);
+            out[row * ld + col] = d[j][e];
+        }
+}
+
+/* One warpgroup: S = Q K^T with wgmma_ss, then O = P V with wgmma_rs, P the packed S. q [64, D],
+ * k and v [N, D] row-major in global memory; s_out [64, N], o_out [64, D] f32. */
+template <typename T, int D, int N>
+__global__ void __launch_bounds__(128) wgmma_kernel(const T *q, const T *k, const T *v, float *s_out, float *o_out, int mn_mode) {
+    /* 80 KiB at D = N = 128: dynamic shared memory, aligned by hand to the 1024-byte atoms. */
+    extern __shared__ uint8_t smem_raw[];
+    T *sQ = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~(uintptr_t)1023);
+    T *sK = sQ + 64 * D, *sV = sK + N * D;
+    for (int i = threadIdx.x; i < 64 * D; i += 128) sQ[sw128_idx(64, i / D, i % D)] = q[i];
+    for (int i = threadIdx.x; i < N * D; i += 128) {
+        sK[sw128_idx(N, i / D, i % D)] = k[i];
+        sV[sw128_idx(N, i / D, i % D)] = v[i];
+    }
+    /* Ordinary stores, read next by wgmma (the async proxy). */
+    fence_proxy_async();
+    __syncthreads();
+
+    float acc_s[N / 8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        /* k16 step kk: column block kk / 4, 32 bytes per step inside the 128-byte rows. */
+        const uint32_t a = smem_u32(sQ) + (kk / 4) * 64 * 128 + (kk % 4) * 32;
+        const uint32_t b = smem_u32(sK) + (kk / 4) * N * 128 + (kk % 4) * 32;
+        wgmma_ss(acc_s, wgmma_desc_k_major(a), wgmma_desc_k_major(b), kk > 0, T());
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(acc_s);
+    store_acc(s_out, N, acc_s);
+
+    /* Two n8 tiles of S (keys 16 kk .. 16 kk + 15) are one k16 step of A. */
+    uint32_t p[N / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) {
+        p[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
+        p[kk][1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
+        p[kk][2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
+        p[kk][3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
+    }
+    float acc_o[D / 8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) {
+        /* k16 step kk: keys 16 kk .. 16 kk + 15, two atoms of 8 rows, 2048 bytes per step. */
+        const uint32_t b = smem_u32(sV) + kk * 16 * 128;
+        const uint64_t desc = mn_mode == kMnAsStages ? wgmma_desc_mn_major(b, N) : wgmma_desc(b, 1024, N * 128);
+        wgmma_rs(acc_o, p[kk], desc, kk > 0, T());
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(acc_o);
+    store_acc(o_out, D, acc_o);
+}
+
+template <typename T>
+static float to_f(T x);
+template <>
+float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <>
+float to_f(__half x) { return __half2float(x); }
+
+template <typename T>
+static T from_f(float x);
+template <>
+__nv_bfloat16 from_f(float x) { return __float2bfloat16(x); }
+template <>
+__half from_f(float x) { return __float2half(x); }
+
+/* Largest |got - want| relative to max(1, |want|), and where. */
+static double max_err(const float *got, const double *want, int rows, int cols, int *at_r, int *at_c) {
+    double worst = 0;
+    *at_r = *at_c = -1;
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) {
+            const double w = want[r * cols + c], e = fabs(got[r * cols + c] - w) / fmax(1.0, fabs(w));
+            if (!(e <= worst)) {  // NaN counts as the worst
+                worst = isnan(e) ? INFINITY : e;
+                *at_r = r, *at_c = c;
+            }
+        }
+    return worst;
+}
+
+template <typename T, int D, int N>
+static void test_wgmma(const char *tname) {
+    T *hq = (T *)malloc(64 * D * sizeof(T)), *hk = (T *)malloc(N * D * sizeof(T)), *hv = (T *)malloc(N * D * sizeof(T));
+    /* Small integers times 1/8 keep every product exact in 16 bits and f32: any error is a layout
+     * error, not rounding. */
+    srand(1234 + D + N);
+    for (int i = 0; i < 64 * D; ++i) hq[i] = from_f<T>((rand() % 9 - 4) / 8.0f);
+    for (int i = 0; i < N * D; ++i) hk[i] = from_f<T>((rand() % 9 - 4) / 8.0f);
+    for (int i = 0; i < N * D; ++i) hv[i] = from_f<T>((rand() % 9 - 4) / 8.0f);
+    double *s_ref = (double *)malloc(64 * N * sizeof(double)), *o_ref = (double *)malloc(64 * D * sizeof(double));
+    for (int r = 0; r < 64; ++r)
+        for (int c = 0; c < N; ++c) {
+            double acc = 0;
+            for (int x = 0; x < D; ++x) acc += (double)to_f(hq[r * D + x]) * to_f(hk[c * D + x]);
+            s_ref[r * N + c] = acc;
+        }
+    /* P is S rounded to T, as the kernel packs it. */
+    for (int r = 0; r < 64; ++r)
+        for (int c = 0; c < D; ++c) {
+            double acc = 0;
+            for (int x = 0; x < N; ++x) acc += (double)to_f(from_f<T>((float)s_ref[r * N + x])) * to_f(hv[x * D + c]);
+            o_ref[r * D + c] = acc;
+        }
+    T *dq, *dk, *dv;
+    float *ds, *dout;
+    CUDA_OK(cudaMalloc(&dq, 64 * D * sizeof(T)));
+    CUDA_OK(cudaMalloc(&dk, N * D * sizeof(T)));
+    CUDA_OK(cudaMalloc(&dv, N * D * sizeof(T)));
+    CUDA_OK(cudaMalloc(&ds, 64 * N * sizeof(float)));
+    CUDA_OK(cudaMalloc(&dout, 64 * D * sizeof(float)));
+    CUDA_OK(cudaMemcpy(dq, hq, 64 * D * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dk, hk, N * D * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dv, hv, N * D * sizeof(T), cudaMemcpyHostToDevice));
+    float *hs = (float *)malloc(64 * N * sizeof(float)), *ho = (float *)malloc(64 * D * sizeof(float));
+    const int kSmem = (64 + 2 * N) * D * (int)sizeof(T) + 1024;
+    CUDA_OK(cudaFuncSetAttribute(wgmma_kernel<T, D, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+
+    const auto run = [&](int mode) {
+        CUDA_OK(cudaMemset(ds, 0xff, 64 * N * sizeof(float)));  // NaN: a value never written fails
+        CUDA_OK(cudaMemset(dout, 0xff, 64 * D * sizeof(float)));
+        wgmma_kernel<T, D, N><<<1, 128, kSmem>>>(dq, dk, dv, ds, dout, mode);
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(hs, ds, 64 * N * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(ho, dout, 64 * D * sizeof(float), cudaMemcpyDeviceToHost));
+    };
+    run(kMnAsStages);
+    /* Exact inputs: S is exact; O differs from the double product only by f32 accumulation. */
+    int r, c;
+    const double e_s = max_err(hs, s_ref, 64, N, &r, &c);
+    if (e_s == 0)
+        printf("PASS: wgmma SS m64n%dk16 %s, Q[64,%d] K[%d,%d]^T, K-major 128B-swizzled descriptors\n", N, tname, D, N, D), n_pass++;
+    else {
+        /* The two usual ways to get the K-major case wrong, told apart by what the result is. */
+        printf("FAIL: wgmma SS m64n%dk16 %s, Q[64,%d] K[%d,%d]^T: S[%d][%d] = %g, want %g (K-major descriptor: check SBO = "
+               "1024 between 8-row atoms, +32 B per k16 step, the next 64 columns at rows * 128 B, 1024-byte aligned "
+               "atoms, swizzle mode 1)\n",
+               N, tname, D, N, D, r, c, hs[r * N + c], s_ref[r * N + c]);
+        n_fail++;
+    }
+    const double e_o = max_err(ho, o_ref, 64, D, &r, &c);
+    if (e_s == 0 && e_o < 1e-5) {
+        printf("PASS: wgmma RS m64n%dk16 %s, P[64,%d] (S accumulators as A) V[%d,%d], V MN-major\n", D, tname, N, N, D);
+        n_pass++;
+    } else if (e_s == 0) {
+        const float bad = ho[r * D + c];
+        const double want = o_ref[r * D + c];
+        run(kMnSwapped);
+        const double e_swap = max_err(ho, o_ref, 64, D, &r, &c);
+        if (e_swap < 1e-5)
+            printf("FAIL: wgmma RS m64n%dk16 %s: MN-major descriptor: LBO and SBO swapped (passes with LBO = 1024, SBO = "
+                   "rows * 128): fix wgmma_desc_mn_major\n", D, tname);
+        else
+            printf("FAIL: wgmma RS m64n%dk16 %s, P[64,%d] V[%d,%d]: O = %g, want %g; not an LBO/SBO swap either: check the "
+                   "A fragment packing (two n8 S tiles per k16 step), trans-b = 1, 2048 B per k16 step of V\n",
+                   D, tname, N, N, D, bad, want);
+        n_fail++;
+    } else {
+        printf("SKIP: wgmma RS m64n%dk16 %s: its A operand is the S above, which is wrong\n", D, tname);
+    }
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(ds), cudaFree(dout);
+    free(hq), free(hk), free(hv), free(s_ref), free(o_ref), free(hs), free(ho);
+}
+
+/* ---- TMA + mbarrier ---------------------------------------------------------------------------- */
+
+constexpr int kBoxRows = 64;
+constexpr int kBoxBytes = kBoxRows * 128;
+
+/* Loads the box at (column c0 = 0, then 64; head, row0, batch) twice through one mbarrier (phase
+ * 0 with parity 0, phase 1 with parity 1), copies both boxes' raw bytes out, then writes the second
+ * box back through the store map at (0, head, row0, batch). */
+__global__ void __launch_bounds__(128) tma_kernel(const __grid_constant__ CUtensorMap load_map,
+                                                 const __grid_constant__ CUtensorMap store_map, int head, int row0, int batch,
+                                                 uint8_t *raw_out) {
+    __shared__ __align__(1024) uint8_t box[2][kBoxBytes];
+    __shared__ __align__(8) uint64_t bar;
+    const uint32_t bar_addr = smem_u32(&bar);
+    if (threadIdx.x == 0) {
+        tma_prefetch_map(&load_map);
+        mbarrier_init(bar_addr, 1);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    for (int phase = 0; phase < 2; ++phase) {
+        if (threadIdx.x == 0) {
+            mbarrier_arrive_expect_tx(bar_addr, kBoxBytes);
+            tma_load_4d(smem_u32(box[phase]), &load_map, bar_addr, 64 * phase, head, row0, batch);
+        }
+        mbarrier_wait(bar_addr, phase & 1);
+    }
+    for (int i = threadIdx.x; i < 2 * kBoxBytes; i += 128) raw_out[i] = (&box[0][0])[i];
+    /* The store reads box[1] through the async proxy; the loads wrote it through the same proxy
+     * and the wait above made it visible to every thread, so one thread may issue it. */
+    if (threadIdx.x == 0) {
+        tma_store_4d(&store_map, smem_u32(box[1]), 0, head, row0, batch);
+        tma_store_commit();
+        tma_store_wait_read();
+    }
+}
+
+template <typename T>
+static void test_tma(const char *tname, flash_dtype dtype) {
+    /* [batch 2, seqlen 100, heads 3, 128]: the box at batch 1, head 2, rows 64..127 has 36 rows
+     * inside the tensor and 28 past its end, which must arrive as zeros (not batch 2's rows). */
+    const int B = 2, S = 100, H = 3, D = 128, head = 2, row0 = 64, batch = 1;
+    const size_t n = (size_t)B * S * H * D;
+    uint16_t *h = (uint16_t *)malloc(n * 2);
+    for (size_t i = 0; i < n; ++i) h[i] = (uint16_t)(0x3c00 + (i * 7919) % 1021);  // distinct, nonzero
+    void *src, *dst;
+    uint8_t *raw;
+    CUDA_OK(cudaMalloc(&src, n * 2));
+    CUDA_OK(cudaMalloc(&dst, n * 2));
+    CUDA_OK(cudaMalloc(&raw, 2 * kBoxBytes));
+    CUDA_OK(cudaMemcpy(src, h, n * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dst, 0x5a, n * 2));
+    CUtensorMap load_map, store_map;
+    if (flash_tma_map(&load_map, src, dtype, B, S, H, D, kBoxRows, "hopper_units", "src") ||
+        flash_tma_map(&store_map, dst, dtype, B, S, H, D, kBoxRows, "hopper_units", "dst")) {
+        printf("FAIL: TMA %s: %s\n", tname, flash_strerror(FLASH_E_CUDA));
+        n_fail++;
+        return;
+    }
+    tma_kernel<<<1, 128>>>(load_map, store_map, head, row0, batch, raw);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    uint16_t *got = (uint16_t *)malloc(2 * kBoxBytes), *back = (uint16_t *)malloc(n * 2);
+    CUDA_OK(cudaMemcpy(got, raw, 2 * kBoxBytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(back, dst, n * 2, cudaMemcpyDeviceToHost));
+
+    /* Box half c0 / 64, row r, column c lands at sw128_idx(64, r, c) of its 8 KiB. */
+    int bad = 0;
+    for (int half = 0; half < 2 && !bad; ++half)
+        for (int r = 0; r < kBoxRows && !bad; ++r)
+            for (int c = 0; c < 64 && !bad; ++c) {
+                const int row = row0 + r;
+                const uint16_t want = row < S ? h[(((size_t)batch * S + row) * H + head) * D + 64 * half + c] : 0;
+                const uint16_t g = got[half * kBoxBytes / 2 + sw128_idx(64, r, c)];
+                if (g != want) {
+                    printf("FAIL: TMA load %s: box %d row %d col %d = 0x%04x, want 0x%04x (%s)\n", tname, half, r, c, g, want,
+                           row >= S ? "rows past seqlen must be zero-filled" : "swizzle: chunk c of row r at c ^ (r % 8)");
+                    bad = 1;
+                }
+            }
+    if (!bad) printf("PASS: TMA load %s: two 64-column boxes, 128B swizzle, 28-row zero-filled tail, mbarrier phases 0 and 1\n", tname);
+    n_pass += !bad, n_fail += bad;
+
+    /* The store wrote box 1 (columns 64..127 of the source) to columns 0..63 of dst, rows 64..99
+     * of batch 1 head 2, and nothing else. */
+    bad = 0;
+    for (size_t i = 0; i < n && !bad; ++i) {
+        const int c = i % D, hh = (i / D) % H, row = (i / D / H) % S, b = i / D / H / S;
+        const bool written = b == batch && hh == head && row >= row0 && c < 64;
+        const uint16_t want = written ? h[(((size_t)batch * S + row) * H + head) * D + 64 + c] : 0x5a5a;
+        if (back[i] != want) {
+            printf("FAIL: TMA store %s: dst[%d][%d][%d][%d] = 0x%04x, want 0x%04x (%s)\n", tname, b, row, hh, c, back[i], want,
+                   written ? "the box's rows inside the tensor must be written" : "nothing outside the box or past seqlen may be");
+            bad = 1;
+        }
+    }
+    if (!bad) printf("PASS: TMA store %s: a box at the tail writes its 36 rows inside the tensor and nothing past them\n", tname);
+    n_pass += !bad, n_fail += bad;
+    cudaFree(src), cudaFree(dst), cudaFree(raw);
+    free(h), free(got), free(back);
+}
+
+int main(void) {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device)) {
+        printf("SKIP: Hopper wrapper tests: no CUDA device\n");
+        return 0;
+    }
+    if (major != 9 || minor != 0) {
+        printf("SKIP: Hopper wrapper tests: they need a Hopper GPU (sm_90), this one is sm_%d%d\n", major, minor);
+        return 0;
+    }
+    test_wgmma<__nv_bfloat16, 64, 64>("bf16");
+    test_wgmma<__nv_bfloat16, 64, 128>("bf16");
+    test_wgmma<__nv_bfloat16, 128, 64>("bf16");
+    test_wgmma<__nv_bfloat16, 128, 128>("bf16");
+    test_wgmma<__half, 64, 64>("fp16");
+    test_wgmma<__half, 64, 128>("fp16");
+    test_wgmma<__half, 128, 64>("fp16");
+    test_wgmma<__half, 128, 128>("fp16");
+    test_tma<__nv_bfloat16>("bf16", FLASH_BF16);
+    test_tma<__half>("fp16", FLASH_FP16);
+    printf("hopper_units: %d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
