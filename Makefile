@@ -78,7 +78,7 @@ help:
 	@echo "  make bench          every stage on the headline problem and the sweep -> plots/<gpu>.csv"
 	@echo "  make reference      time FA2 and cuDNN through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
-	@echo "  make tune           time candidate tile shapes of stage 08 on this GPU"
+	@echo "  make tune [K=10]    time candidate tile shapes of stage 08 (or K) on this GPU"
 	@echo "  make diff A=04 B=05  what stage B changed in kernel.cu relative to stage A"
 	@echo "  make sass K=05       registers/smem/spills, PTX and SASS instruction histograms (sass-table: every stage)"
 	@echo "  make profile K=05    ncu: tensor pipe, smem bank conflicts, occupancy, DRAM (needs ncu + GPU)"
@@ -188,7 +188,7 @@ tune:
 	@nvidia-smi -L >/dev/null 2>&1 || { echo "make tune: no NVIDIA GPU answers here (nvidia-smi -L failed);" \
 	    "it times candidate tile shapes on the GPU, so run it on a machine with one" >&2; exit 2; }
 	@$(MAKE) --no-print-directory $(HARNESS_OBJ) $(API_OBJ)
-	bash tools/tune.sh
+	TUNE_STAGE='$(or $(K_NN),08)' bash tools/tune.sh
 
 clean:
 	rm -rf $(BUILD) run

@@ -25,8 +25,9 @@ static void usage(FILE *f) {
             "  --bench            --sweep with checks always on (make bench: --stage all --bench)\n"
             "  --matrix           the correctness matrix: small cases over the whole contract, no timing,\n"
             "                     no CSV\n"
-            "  --peak             measure the mma.sync m16n8k16 bf16 ceiling of this GPU; alone, or\n"
-            "                     with --matrix / --sweep / --bench (the ceiling is measured first)\n"
+            "  --peak             measure the bf16 tensor-core ceilings of this GPU: mma.sync m16n8k16,\n"
+            "                     and on Hopper wgmma m64n128k16; alone, or with --matrix / --sweep /\n"
+            "                     --bench (the ceilings are measured first)\n"
             "  --gpu-slug         print the GPU name as a file-name slug and exit\n"
             "  --help             this text\n"
             "\n"
@@ -58,7 +59,8 @@ static void usage(FILE *f) {
             "  --sweep            --stage --seed --warmup --iters --no-check --csv\n"
             "  --bench            --stage --seed --warmup --iters --csv  (not with --sweep)\n"
             "  --matrix           --stage --seed\n"
-            "  --peak             --csv (an mma_peak row); with another mode, also what that one takes\n"
+            "  --peak             --csv (an mma_peak row, and on Hopper a wgmma_peak row); with another\n"
+            "                     mode, also what that one takes\n"
             "  --gpu-slug         nothing else\n"
             "\n"
             "exit status: 0 pass, 1 check failed, 2 bad usage or unsupported, 3 CUDA error or no device\n");
@@ -146,7 +148,7 @@ static const flag_spec flags[] = {
     /* The matrix and the bench always check: with them --no-check is a contradiction, not just
      * unused, even beside --sweep, which would take it. */
     {"--no-check", M_SINGLE | M_SWEEP, M_MATRIX | M_BENCH},
-    {"--csv", M_SINGLE | M_PEAK | M_SWEEP | M_BENCH, 0},  /* --peak writes an mma_peak row */
+    {"--csv", M_SINGLE | M_PEAK | M_SWEEP | M_BENCH, 0},  /* --peak writes the ceilings' rows */
     {"--sweep", 0, 0},
     {"--bench", 0, 0},
     {"--matrix", 0, 0},

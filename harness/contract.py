@@ -1,7 +1,8 @@
-"""The benchmark contract as the Python scripts see it: the CSV columns, and the problems every
-benchmark runs (the chapters' headline problem and the sweep).
+"""The benchmark contract as the Python scripts see it: the CSV columns, the kernel names of the
+rows that are not stages, and the problems every benchmark runs (the chapters' headline problem and
+the sweep).
 
-The C side defines the same in harness/csv.h (CSV_HEADER) and harness/problems.c; tests/test_contract.sh
+The C side defines the same in harness/csv.h (CSV_HEADER, CSV_KERNEL_*_PEAK) and harness/problems.c; tests/test_contract.sh
 checks that the two agree. harness/reference.py, plots/plot.py and tools/results_md.py import this.
 """
 
@@ -10,6 +11,14 @@ CSV_COLUMNS = [
     "head_dim", "causal", "iters", "ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err",
     "check", "commit", "date",
 ]
+
+# The kernel column of the rows that are not stages (stages are "kernelNN"): the references that
+# harness/reference.py times, and the two ceilings of ./run --peak, mma.sync (the limit of stages
+# 01-08) and wgmma (Hopper only: the limit of the stages built for sm_90a). harness/csv.h names the
+# ceilings for the C side that writes them.
+MMA_PEAK = "mma_peak"
+WGMMA_PEAK = "wgmma_peak"
+REFERENCE_KERNELS = ("fa2", "cudnn", MMA_PEAK, WGMMA_PEAK)
 
 # A problem is the tuple of its CSV columns, in this order.
 PROBLEM_FIELDS = ("dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal")
@@ -43,5 +52,6 @@ def seqlen_label(seqlen):
 if __name__ == "__main__":
     # What tests/test_contract.sh compares with the C side's dump.
     print(",".join(CSV_COLUMNS))
+    print(",".join((MMA_PEAK, WGMMA_PEAK)))
     for p in [HEADLINE] + sweep_problems():
         print(",".join(map(str, p)))

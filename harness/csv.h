@@ -2,7 +2,7 @@
  * csv.h: the results file. One row per (stage or reference, problem), appended, never rewritten.
  *
  * The committed plots/<gpu>.csv files accumulate rows from many runs (stages, the FA2/cuDNN script,
- * the mma.sync ceiling), so the harness only ever appends: it writes the header when the file is
+ * the two ceilings), so the harness only ever appends: it writes the header when the file is
  * new or empty, and refuses (touching nothing) a file whose first line is some other header.
  */
 #ifndef HARNESS_CSV_H
@@ -14,12 +14,18 @@
     "gpu,kernel,name,dtype,batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim,causal,iters,ms_median,ms_min," \
     "tflops,max_abs_err,rel_l2_err,check,commit,date"
 
+/* The kernel column of the two ceilings that ./run --peak measures (harness/contract.py names the
+ * same, for the scripts that read the rows; tests/test_contract.sh checks that the two agree).
+ * Stages are "kernelNN"; harness/reference.py writes "fa2" and "cudnn". */
+#define CSV_KERNEL_MMA_PEAK "mma_peak"     /* mma.sync: the limit of stages 01-08 */
+#define CSV_KERNEL_WGMMA_PEAK "wgmma_peak" /* wgmma, Hopper only: the limit of the sm_90a stages */
+
 typedef struct {
     const char *gpu;      /* device name, e.g. "NVIDIA H200" (quoted if it holds a comma) */
-    const char *kernel;   /* "kernel05" or "mma_peak" */
+    const char *kernel;   /* "kernel05", CSV_KERNEL_MMA_PEAK or CSV_KERNEL_WGMMA_PEAK */
     const char *name;     /* "kernel05_swizzle" or "mma.sync.m16n8k16 bf16 f32-acc" */
     const char *dtype;    /* "bf16" / "fp16"; "" leaves the column empty */
-    int has_problem;      /* 0: batch .. causal are left empty (the mma_peak row) */
+    int has_problem;      /* 0: batch .. causal are left empty (the ceilings' rows) */
     int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal;
     int iters;
     double ms_median, ms_min, tflops;

@@ -6,7 +6,8 @@
  * instruction. We measure it directly: operands live in registers (no memory traffic at all in
  * the loop), each warp keeps PEAK_CHAINS independent accumulators so that the next mma never waits
  * for the previous one's result, and the grid fills every SM with several blocks. On Hopper this
- * is well below the wgmma rate (the headline "990 TFLOP/s"): mma.sync is the Ampere-style path.
+ * is well below the wgmma rate (the headline "990 TFLOP/s"): mma.sync is the Ampere-style path,
+ * and peak_wgmma.cu measures the Hopper one, timed by peak_time below like this one.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 #define PEAK_BLOCKS_PER_SM 8  /* 32 warps per SM: plenty to hide the mma latency */
 #define PEAK_CHAINS 8         /* independent accumulator chains per warp */
 #define PEAK_ITERS 32768      /* loop trips per launch: ~7 ms on an H200 */
-#define PEAK_RUNS 10          /* timed launches; we report the median */
+#define PEAK_RUNS 10          /* timed launches, for both ceilings; we report the median */
 #define PEAK_FLOPS_PER_MMA (2.0 * 16 * 8 * 16)  /* m16n8k16: 16*8 outputs, 16 multiply-adds each */
 
 /* `iters` and `sink` come from the host so the compiler can neither count the loop down nor prove
@@ -56,23 +57,23 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-extern "C" peak_result mma_peak(int sm_count, cudaStream_t stream) {
-    const int blocks = sm_count * PEAK_BLOCKS_PER_SM;
-    float *d_out = NULL;  /* [blocks * PEAK_THREADS], written only if sink != 0 (never, here) */
-    CUDA_CHECK(cudaMalloc(&d_out, (size_t)blocks * PEAK_THREADS * sizeof(float)));
+/* Both ceilings are timed here, the same way (wgmma_peak in peak_wgmma.cu calls it too): one
+ * untimed launch for the module load and the clocks to ramp up, then PEAK_RUNS launches timed
+ * one by one with CUDA events; the rate is taken at the median. */
+extern "C" peak_result peak_time(const char *what, void (*launch)(void *arg, cudaStream_t stream), void *arg,
+                                 double flops, cudaStream_t stream) {
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&stop));
 
-    /* One untimed launch: module load, clocks ramping up. */
-    mma_peak_kernel<<<blocks, PEAK_THREADS, 0, stream>>>(PEAK_ITERS, 0, d_out);
+    launch(arg, stream);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(stream));
 
     float ms[PEAK_RUNS];
     for (int r = 0; r < PEAK_RUNS; r++) {
         CUDA_CHECK(cudaEventRecord(start, stream));
-        mma_peak_kernel<<<blocks, PEAK_THREADS, 0, stream>>>(PEAK_ITERS, 0, d_out);
+        launch(arg, stream);
         CUDA_CHECK_LAUNCH();
         CUDA_CHECK(cudaEventRecord(stop, stream));
         CUDA_CHECK(cudaEventSynchronize(stop));
@@ -81,14 +82,33 @@ extern "C" peak_result mma_peak(int sm_count, cudaStream_t stream) {
     qsort(ms, PEAK_RUNS, sizeof ms[0], cmp_float);
 
     peak_result res;
+    res.what = what;
     res.runs = PEAK_RUNS;
     res.ms_min = ms[0];
     res.ms_median = 0.5f * (ms[(PEAK_RUNS - 1) / 2] + ms[PEAK_RUNS / 2]);
-    const double flops = (double)blocks * (PEAK_THREADS / 32) * PEAK_ITERS * PEAK_CHAINS * PEAK_FLOPS_PER_MMA;
     res.tflops = flops / (res.ms_median * 1e-3) / 1e12;
 
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
-    CUDA_CHECK(cudaFree(d_out));
+    return res;
+}
+
+typedef struct {
+    int blocks;
+    float *out;
+} mma_peak_launch_args;
+
+static void mma_peak_launch(void *arg, cudaStream_t stream) {
+    const mma_peak_launch_args *l = (const mma_peak_launch_args *)arg;
+    mma_peak_kernel<<<l->blocks, PEAK_THREADS, 0, stream>>>(PEAK_ITERS, 0, l->out);
+}
+
+extern "C" peak_result mma_peak(int sm_count, cudaStream_t stream) {
+    mma_peak_launch_args l = {sm_count * PEAK_BLOCKS_PER_SM, NULL};
+    /* [blocks * PEAK_THREADS], written only if sink != 0 (never, here) */
+    CUDA_CHECK(cudaMalloc(&l.out, (size_t)l.blocks * PEAK_THREADS * sizeof(float)));
+    const double flops = (double)l.blocks * (PEAK_THREADS / 32) * PEAK_ITERS * PEAK_CHAINS * PEAK_FLOPS_PER_MMA;
+    const peak_result res = peak_time("mma.sync.m16n8k16 bf16 f32-acc", mma_peak_launch, &l, flops, stream);
+    CUDA_CHECK(cudaFree(l.out));
     return res;
 }

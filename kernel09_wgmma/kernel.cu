@@ -48,7 +48,7 @@ struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNWarpgroups = W, kMinBlocks = B;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 2, 1
+#define FLASH_TILE_D64 128, 64, 2, 2
 #endif
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 128, 2, 1

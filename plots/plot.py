@@ -5,45 +5,59 @@ harness/reference.py; see the CSV contract in the harness).
 For every CSV `<dir>/<stem>.csv` it writes, into --out-dir (default: the CSV's directory):
 
   <stem>_ladder.png   the stage ladder at the headline problem (B=16, H=16, S=4096, D=128, bf16,
-                      non-causal): one bar per stage, labelled with TFLOP/s and % of FA2, and
-                      horizontal lines for FA2, cuDNN and the mma.sync ceiling;
+                      non-causal): one bar per stage, labelled with TFLOP/s and % of FA2,
+                      horizontal lines for FA2, cuDNN and the two ceilings (mma.sync, the limit
+                      of stages 01-08; wgmma, Hopper's), and the Hopper stages after a divider;
   <stem>_sweep.png    TFLOP/s against seqlen over the sweep (batch*seqlen = 65536,
                       heads*head_dim = 2048), one panel per (head_dim, causal).
 
-The CSV may hold re-runs of the same (kernel, problem): the last row wins.
+The CSV may hold re-runs of the same (kernel, problem): the last row wins. Which stages are on the
+Hopper track is read from the "Needs:" line of each stage's kernel.cu header (sm_90a), as the
+Makefile reads it, not from the stage numbers.
 
-Usage:  python3 plots/plot.py plots/*.csv [--out-dir DIR]
+Usage:  python3 plots/plot.py plots/*.csv [--out-dir DIR] [--stages-from DIR]
 Exit codes: 0 plots written; 1 nothing to plot (no data, or matplotlib missing);
             2 a CSV is unreadable or malformed (the message names the file and line).
 """
 
 import argparse
 import csv
+import glob
 import math
 import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness"))
-from contract import CSV_COLUMNS as COLUMNS, HEADLINE, SWEEP_SEQLENS, SWEEP_TOKENS, SWEEP_WIDTH, seqlen_label  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "harness"))
+from contract import (CSV_COLUMNS as COLUMNS, HEADLINE, MMA_PEAK, REFERENCE_KERNELS, SWEEP_SEQLENS,  # noqa: E402
+                      SWEEP_TOKENS, SWEEP_WIDTH, WGMMA_PEAK, seqlen_label)
 
 INT_COLUMNS = ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal", "iters"]
 FLOAT_COLUMNS = ["ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err"]
 CHECK_VALUES = {"pass", "fail", "skipped"}
 
-REFERENCES = ("fa2", "cudnn", "mma_peak")
 # How each reference is drawn: legend label, colour, line style. The dash patterns are explicit
 # (offset, (on, off, ...)) in units of the line width, short enough that a legend handle of
-# LEGEND_HANDLELENGTH shows several dashes on each side of the marker drawn in its middle.
+# LEGEND_HANDLELENGTH shows several dashes on each side of the marker drawn in its middle. The two
+# ceilings are both red and dotted, as limits rather than competitors; the wgmma one darker, with
+# dashes among its dots.
 REFERENCE_STYLE = {
     "fa2": ("FlashAttention-2", "black", (0, (3.5, 1.5))),
     "cudnn": ("cuDNN fused attention", "tab:gray", (0, (3.5, 1.5))),
-    "mma_peak": ("mma.sync ceiling", "tab:red", (0, (1, 1.5))),
+    MMA_PEAK: ("mma.sync ceiling", "tab:red", (0, (1, 1.5))),
+    WGMMA_PEAK: ("Hopper ceiling (wgmma)", "darkred", (0, (4, 1.5, 1, 1.5))),
 }
-# What the mma.sync ceiling bounds: the stages (all built on mma.sync), not cuDNN, which runs on
-# Hopper's wgmma instructions and so may sit above it. {stages} is filled in from the CSV's stages
-# ("stages 01–08").
-CEILING_NOTE = "limit of {stages}; cuDNN uses wgmma"
+# The mma.sync ceiling bounds the stages built on mma.sync, not the Hopper ones, nor cuDNN, which
+# runs on wgmma: its label names the stages it bounds ("ceiling of stages 01–08 (mma.sync)").
+MMA_CEILING_LABEL = "ceiling of {stages} (mma.sync)"
+
+# The stages whose kernel.cu says "Needs: sm_90a" form the Hopper track: the ladder draws them
+# after a divider with this label, and the README table puts a row with it before them.
+HOPPER_ARCH = "sm_90a"
+HOPPER_TRACK_LABEL = "Hopper track (sm_90a)"
+# The header line the Makefile reads too (its sed in the stage section), in the same form.
+NEEDS_LINE = re.compile(r"^ \* Needs: *(sm_[0-9]+a?)", re.M)
 
 # One colour and one marker per stage, the same in both figures, chosen by the stage's number
 # (kernel05 -> the 5th entry) so that a stage keeps its style whichever other stages the CSV holds.
@@ -108,8 +122,8 @@ def parse_row(fields, where):
     if len(fields) != len(COLUMNS):
         raise CsvError(f"{where}: expected {len(COLUMNS)} fields, found {len(fields)}")
     row = dict(zip(COLUMNS, (field.strip() for field in fields)))
-    # Numeric fields may be empty: reference rows leave the errors empty, and the mma_peak row
-    # leaves the problem columns empty.
+    # Numeric fields may be empty: reference rows leave the errors empty, and the ceilings' rows
+    # leave the problem columns empty.
     for column, kind in [(c, int) for c in INT_COLUMNS] + [(c, float) for c in FLOAT_COLUMNS]:
         value = row[column]
         if value == "":
@@ -142,10 +156,25 @@ def natural_key(text):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
-class Results:
-    """The last row of each (kernel, problem), and the display name of each kernel."""
+def stage_archs(root=ROOT):
+    """{'kernel05': 'sm_80', 'kernel09': 'sm_90a', ...}: the architecture each stage directory
+    kernelNN_name/ under `root` declares in its header, keyed as the CSV's kernel column names it.
+    The same rule as the Makefile's (tests/test_contract.sh checks that the two agree)."""
+    archs = {}
+    for path in sorted(glob.glob(os.path.join(root, "kernel[0-9][0-9]_*", "kernel.cu"))):
+        with open(path, encoding="utf-8") as f:
+            match = NEEDS_LINE.search(f.read())
+        if match:
+            archs[os.path.basename(os.path.dirname(path))[:len("kernelNN")]] = match.group(1)
+    return archs
 
-    def __init__(self, rows):
+
+class Results:
+    """The last row of each (kernel, problem), the display name of each kernel, and the stages in
+    drawing order: the mma.sync stages, then the Hopper track (the stages that `stage_root`'s
+    headers build for sm_90a), each in stage order."""
+
+    def __init__(self, rows, stage_root=ROOT):
         self.latest = {}
         self.names = {}
         self.gpus = []
@@ -154,7 +183,14 @@ class Results:
             self.names[row["kernel"]] = row["name"] or row["kernel"]
             if row["gpu"] not in self.gpus:
                 self.gpus.append(row["gpu"])
-        self.stages = sorted({k for k, _ in self.latest if k not in REFERENCES}, key=natural_key)
+        archs = stage_archs(stage_root)
+        stages = {k for k, _ in self.latest if k not in REFERENCE_KERNELS}
+        # A stage of the CSV without a directory here (renamed, or from another checkout) cannot say
+        # which track it is on; main() warns, and it is drawn with the mma.sync stages.
+        self.unknown = sorted(stages - set(archs), key=natural_key)
+        self.hopper = {k for k in stages if archs.get(k) == HOPPER_ARCH}
+        self.stages = sorted(stages, key=lambda k: (k in self.hopper, natural_key(k)))
+        self.mma_stages = [k for k in self.stages if k not in self.hopper]
 
     def gpu_label(self):
         return " / ".join(self.gpus) if self.gpus else "unknown GPU"
@@ -162,9 +198,9 @@ class Results:
     def row(self, kernel, key):
         return self.latest.get((kernel, key))
 
-    def peak(self):
-        """The mma.sync ceiling does not depend on the problem: take the last such row."""
-        rows = [r for (k, _), r in self.latest.items() if k == "mma_peak" and usable_tflops(r)]
+    def ceiling(self, kernel):
+        """A ceiling (MMA_PEAK, WGMMA_PEAK) does not depend on the problem: the last such row."""
+        rows = [r for (k, _), r in self.latest.items() if k == kernel and usable_tflops(r)]
         return usable_tflops(rows[-1]) if rows else None
 
 
@@ -197,15 +233,16 @@ def stage_styles(stages):
     return styles
 
 
-def ceiling_label(stages, value, decimals):
-    """The legend text of the mma.sync ceiling: its value, and that it bounds the stages only."""
-    label = f"{REFERENCE_STYLE['mma_peak'][0]}: {value:.{decimals}f} TFLOP/s"
-    numbers = sorted((n for n in map(stage_number, stages) if n is not None), key=int)
-    if numbers:
+def reference_label(kernel, value, decimals, mma_stages):
+    """The legend text of a reference line with its value. The mma.sync ceiling names the stages
+    it bounds, `mma_stages` (those not on the Hopper track), where they have numbers."""
+    name = REFERENCE_STYLE[kernel][0]
+    numbers = sorted((n for n in map(stage_number, mma_stages) if n is not None), key=int)
+    if kernel == MMA_PEAK and numbers:
         span = (f"stage {numbers[0]}" if len(numbers) == 1
                 else f"stages {numbers[0]}\u2013{numbers[-1]}")
-        label += f" ({CEILING_NOTE.format(stages=span)})"
-    return label
+        name = MMA_CEILING_LABEL.format(stages=span)
+    return f"{name}: {value:.{decimals}f} TFLOP/s"
 
 
 def draw_ladder(results, out_path):
@@ -222,7 +259,7 @@ def draw_ladder(results, out_path):
     fa2_tflops = usable_tflops(fa2) if fa2 else None
     cudnn = results.row("cudnn", HEADLINE)
     references = [("fa2", fa2_tflops), ("cudnn", usable_tflops(cudnn) if cudnn else None),
-                  ("mma_peak", results.peak())]
+                  (MMA_PEAK, results.ceiling(MMA_PEAK)), (WGMMA_PEAK, results.ceiling(WGMMA_PEAK))]
     references = [(k, v) for k, v in references if v is not None]
 
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
@@ -264,10 +301,12 @@ def draw_ladder(results, out_path):
         summary.append((results.names[kernel], value, fa2_tflops, row["check"]))
 
     for kernel, value in references:
-        name, color, style = REFERENCE_STYLE[kernel]
-        label = (ceiling_label(results.stages, value, 1) if kernel == "mma_peak"
-                 else f"{name}: {value:.1f} TFLOP/s")
-        ax.axhline(value, color=color, linestyle=style, linewidth=1.4, zorder=1, label=label)
+        _, color, style = REFERENCE_STYLE[kernel]
+        ax.axhline(value, color=color, linestyle=style, linewidth=1.4, zorder=1,
+                   label=reference_label(kernel, value, 1, results.mma_stages))
+    hopper = [n for n, (kernel, _) in enumerate(stages) if kernel in results.hopper]
+    if hopper:
+        draw_track_divider(ax, hopper[0] - 0.5)
 
     # With few stages, widen the margins so that the bars keep their width instead of filling it.
     pad = 0.6 + max(0, 4 - len(stages)) / 2
@@ -291,6 +330,19 @@ def draw_ladder(results, out_path):
     fig.savefig(out_path)
     plt.close(fig)
     return summary
+
+
+def draw_track_divider(ax, x):
+    """The line between the mma.sync stages and the Hopper track, at x in data units, labelled
+    at the top, just right of it, reading upwards: horizontal text would not fit beside a single
+    Hopper bar when there are a dozen stages."""
+    from matplotlib.transforms import blended_transform_factory, offset_copy
+
+    ax.axvline(x, color="0.3", linewidth=1.2, zorder=1)
+    at_top = blended_transform_factory(ax.transData, ax.transAxes)  # x in data, y in axes fractions
+    ax.text(x, 0.98, HOPPER_TRACK_LABEL, transform=offset_copy(at_top, fig=ax.figure, x=3, units="points"),
+            rotation=90, ha="left", va="top", fontsize=8, color="0.2",
+            bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none"), zorder=4)
 
 
 def sweep_rows(results, kernel, head_dim, causal):
@@ -327,7 +379,8 @@ def draw_sweep(results, out_path):
     fig, axes = plt.subplots(nrows, 2, figsize=(FIGSIZE[0], 1.8 + 3.2 * nrows), dpi=DPI,
                              sharex=True, sharey=True, squeeze=False)
     styles = stage_styles(results.stages)
-    peak = results.peak()
+    ceilings = [(k, results.ceiling(k)) for k in (MMA_PEAK, WGMMA_PEAK)]
+    ceilings = [(k, v) for k, v in ceilings if v is not None]
     stage_handles, reference_handles = {}, {}
     stage_points = {}  # ax -> [(kernel, points)]: their markers are drawn once the layout is set
     any_failed = False
@@ -359,10 +412,10 @@ def draw_sweep(results, out_path):
             if not ax.get_lines():
                 ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center",
                         color="tab:gray")
-            if peak:
-                _, color, style = REFERENCE_STYLE["mma_peak"]
-                line = ax.axhline(peak, color=color, linestyle=style, linewidth=1.2)
-                reference_handles.setdefault(ceiling_label(results.stages, peak, 0), line)
+            for kernel, value in ceilings:
+                _, color, style = REFERENCE_STYLE[kernel]
+                line = ax.axhline(value, color=color, linestyle=style, linewidth=1.2)
+                reference_handles.setdefault(reference_label(kernel, value, 0, results.mma_stages), line)
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_locator(FixedLocator(SWEEP_SEQLENS))
             ax.xaxis.set_minor_locator(NullLocator())
@@ -461,6 +514,9 @@ def main():
     parser.add_argument("csvs", nargs="+", metavar="CSV", help="CSV files (one per GPU)")
     parser.add_argument("--out-dir", metavar="DIR",
                         help="where to write the PNGs (default: beside each CSV)")
+    parser.add_argument("--stages-from", metavar="DIR", default=ROOT,
+                        help="the tree whose kernelNN_name/kernel.cu headers say which stages are "
+                             "on the Hopper track (default: this repository)")
     args = parser.parse_args()
 
     # Validate every file before drawing anything: a malformed CSV is an error to fix, not
@@ -486,7 +542,10 @@ def main():
         if not rows:
             print(f"{path}: no data rows, nothing to plot")
             continue
-        results = Results(rows)
+        results = Results(rows, args.stages_from)
+        if results.unknown:
+            print(f"warning: {path}: no kernelNN_name/kernel.cu in {args.stages_from} for "
+                  f"{', '.join(results.unknown)}: drawn with the mma.sync stages", file=sys.stderr)
         if len(results.gpus) > 1:
             print(f"warning: {path} mixes several GPUs ({', '.join(results.gpus)}); "
                   f"expected one CSV per GPU", file=sys.stderr)

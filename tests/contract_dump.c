@@ -1,6 +1,7 @@
 /*
- * contract_dump.c: prints the C side's CSV header and benchmark problems in the form
- * `python3 harness/contract.py` prints the Python side's, for tests/test_contract.sh to compare.
+ * contract_dump.c: prints the C side's CSV header, the ceilings' kernel names and the benchmark
+ * problems in the form `python3 harness/contract.py` prints the Python side's, for
+ * tests/test_contract.sh to compare.
  */
 #include <stdio.h>
 
@@ -14,6 +15,7 @@ static void print_problem(const flash_problem *p) {
 
 int main(void) {
     printf("%s\n", CSV_HEADER);
+    printf("%s,%s\n", CSV_KERNEL_MMA_PEAK, CSV_KERNEL_WGMMA_PEAK);
     const flash_problem h = headline_problem();
     print_problem(&h);
     for (int i = 0; i < SWEEP_PROBLEMS; i++) {

@@ -98,7 +98,7 @@ expect_usage_error "--warmup"      --warmup -1
 expect_usage_error "--iters"       --iters 0
 expect_usage_error "--iters"       --iters 1000000000
 expect_usage_error "--stage"       --stage 0
-expect_usage_error "--stage"       --stage 9
+expect_usage_error "--stage"       --stage 99
 expect_usage_error "--stage"       --stage fast
 expect_usage_error "--csv"         --csv
 expect_usage_error "--seqlen"      --sweep --seqlen 512         # the sweep brings its own problems

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Instruction checks: each stage's PTX (and SASS, where cuobjdump exists) holds the instructions
-# of its technique and not those of later stages; ptxas reports no spills and no stack frame.
+# of its technique and not those of later stages; ptxas reports no spills and no stack frame. The
+# same for the wgmma ceiling kernel of ./run --peak, whose wgmma must not be serialised.
 # Needs the stage objects of `make all` (build/kernelNN.o and build/kernelNN.ptxas.txt); run it
 # through `make test`.
 set -u
@@ -35,5 +36,24 @@ check_stage() {  # check_stage NN DIR ARCH
     fi
 }
 for_each_stage check_stage
+
+# The wgmma ceiling of ./run --peak (harness/peak_wgmma.cu, built for sm_90a by its own Makefile
+# rule) must measure wgmma running asynchronously, back to back, or it reports a ceiling that the
+# Hopper stages could beat. ptxas says so when it serialises wgmma (warning C7510) or inserts fences
+# the source did not ask for (info C7519, which also means a wgmma waits on ordinary code).
+peak=harness/peak_wgmma.cu
+peak_info=$BUILD/harness/peak_wgmma.ptxas.txt
+stage_spill_check "$peak" "$peak_info"
+if [ -s "$peak_info" ]; then
+    if grep -qE 'C7510|C7519|serializ' "$peak_info"; then
+        bad "$peak wgmma stays asynchronous" "$(grep -E 'C7510|C7519|serializ' "$peak_info" | head -1)"
+    else
+        ok "$peak wgmma stays asynchronous (no C7510/C7519 from ptxas)"
+    fi
+fi
+if [ "$have_sass" = 1 ] && [ -f "$BUILD/harness/peak_wgmma.o" ]; then
+    cuobjdump -sass -arch sm_90a "$BUILD/harness/peak_wgmma.o" >"$OUT/peak_wgmma.sass" 2>/dev/null
+    want "$peak SASS (sm_90a)" "$OUT/peak_wgmma.sass" "HGMMA.64x128x16" "HGMMA\.64x128x16"
+fi
 [ "$have_sass" = 1 ] || skip "SASS checks" "cuobjdump not found (the PTX checks above still ran)"
 finish

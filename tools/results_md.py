@@ -36,8 +36,9 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "plots"))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from contract import HEADLINE, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, seqlen_label, sweep_problem  # noqa: E402
-from plot import CsvError, Results, parse_csv, usable_tflops  # noqa: E402
+from contract import (HEADLINE, MMA_PEAK, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, WGMMA_PEAK, seqlen_label,  # noqa: E402
+                      sweep_problem)
+from plot import HOPPER_TRACK_LABEL, CsvError, Results, parse_csv, usable_tflops  # noqa: E402
 
 
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
@@ -99,9 +100,9 @@ class Data:
         return row["commit"] if row else "unknown"
 
     def peak(self):
-        value = self.results.peak()
+        value = self.results.ceiling(MMA_PEAK)
         if value is None:
-            raise GenError(f"{self.csv_path} has no mma_peak row")
+            raise GenError(f"{self.csv_path} has no {MMA_PEAK} row")
         return value
 
     def ncu_value(self, kernel, metric):
@@ -154,16 +155,20 @@ def stage_number(kernel):
 # Blocks
 
 def ladder_table(data):
-    """Every stage at the headline problem, non-causal and causal, with % of FA2 and the step."""
+    """Every stage at the headline problem, non-causal and causal, with % of FA2 and the step; the
+    Hopper track after a row that says so, as the ladder plot draws it after a divider."""
     res = data.results
     lines = ["| stage | TFLOP/s | % of FA2 | vs previous | causal TFLOP/s | causal % of FA2 | check |",
              "|---|---:|---:|---:|---:|---:|---|"]
     fa2 = {c: data.tflops("fa2", headline(c)) for c in (0, 1)}
-    prev = None
+    prev, hopper_row = None, False
     for stage in res.stages:
         r0, r1 = res.row(stage, headline(0)), res.row(stage, headline(1))
         if r0 is None:
             continue
+        if stage in res.hopper and not hopper_row:
+            lines.append(f"| *{HOPPER_TRACK_LABEL}* | | | | | | |")
+            hopper_row = True
         t0, t1 = usable_tflops(r0), usable_tflops(r1) if r1 else None
         step = f"{t0 / prev:.2f}x" if prev and t0 else "-"
         checks = "/".join(r["check"] for r in (r0, r1) if r)
@@ -175,6 +180,10 @@ def ladder_table(data):
         lines.append(f"| {label} | {fmt(t0)} | {pct(t0, fa2[0])} | | {fmt(t1)} | {pct(t1, fa2[1])} | |")
     peak = data.peak()
     lines.append(f"| mma.sync m16n8k16 ceiling (`./run --peak`) | {fmt(peak)} | {pct(peak, fa2[0])} | | | | |")
+    # Only a Hopper GPU measures the wgmma ceiling; its name column says which instruction.
+    wgmma = res.ceiling(WGMMA_PEAK)
+    if wgmma is not None:
+        lines.append(f"| {res.names[WGMMA_PEAK]} ceiling (`./run --peak`) | {fmt(wgmma)} | {pct(wgmma, fa2[0])} | | | | |")
     return "\n".join(lines)
 
 
@@ -211,8 +220,9 @@ def measured_block(data, nn):
 
 
 def peak_block(data):
+    """The mma.sync ceiling against FA2, cuDNN and the last stage it bounds (not a Hopper stage)."""
     peak = data.peak()
-    last = data.results.stages[-1]
+    last = data.results.mma_stages[-1]
     parts = [f"{label} {fmt(data.tflops(k, headline()))} ({100 * data.tflops(k, headline()) / peak:.0f} %)"
              for k, label in (("fa2", "FA2"), (last, f"stage {stage_number(last)}"), ("cudnn", "cuDNN"))]
     return (f"`./run --peak` on the {data.gpu()}, in the benchmark run: **{fmt(peak)} TFLOP/s** (mma.sync "

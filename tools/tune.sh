@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# make tune: time candidate tile shapes of stage 08 on the present GPU and record the winner per
-# (head_dim, causal). Each candidate is stage 08 rebuilt with -DFLASH_TILE_D64 / -DFLASH_TILE_D128
-# = "kBlockM, kBlockN, kNWarps, kMinBlocks"; the shapes that ship are the defaults compiled into
-# kernel08_final/kernel.cu, never searched at run time. Candidates that spill are reported and
-# skipped. Every timing is a checked ./run, appended to $TUNE_CSV (default build/tune/results.csv)
-# with the candidate in the name column ("kernel08_final 128x32x4x2"). Runs from `make tune`.
+# make tune [K=NN]: time candidate tile shapes of a stage (default 08) on the present GPU and record
+# the winner per (head_dim, causal). Each candidate is the stage rebuilt with -DFLASH_TILE_D64 /
+# -DFLASH_TILE_D128 = the numbers of its TileShape (stage 08: "kBlockM, kBlockN, kNWarps,
+# kMinBlocks"; stage 09: "kBlockM, kBlockN, kNWarpgroups, kMinBlocks"; stage 10: the same and
+# kStages); a candidate may end in "+st16" (stage 10: -DFLASH_O_TMA_STORE=0, O leaves by 16-byte
+# stores instead of TMA stores).
+# The shapes that ship are the defaults compiled into the kernel.cu, never searched at run time.
+# Candidates that spill are reported and skipped. Every timing is a checked ./run, appended to
+# $TUNE_CSV (default build/tune/results.csv) with the candidate in the name column
+# ("kernel08_final 128x32x4x2"). Runs from `make tune`.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -14,17 +18,38 @@ mkdir -p "$T"
 CSV=${TUNE_CSV:-$T/results.csv}
 rm -f "$T"/bin_* "$T"/winners.txt
 
-CANDIDATES_D128=${CANDIDATES_D128:-"128,32,4,2 128,48,4,2 128,64,4,2 64,64,4,2 64,32,4,3 128,64,8,1"}
-CANDIDATES_D64=${CANDIDATES_D64:-"128,64,4,2 128,48,4,2 128,96,4,2 128,32,4,2 64,64,4,2 64,64,4,3"}
+NN=${TUNE_STAGE:-08}
+DIR= ARCH_OF=
+for entry in $STAGE_TABLE; do
+    IFS=: read -r nn dir arch <<<"$entry"
+    [ "$nn" = "$NN" ] && DIR=$dir ARCH_OF=$arch
+done
+[ -n "$DIR" ] || { echo "make tune: no stage $NN" >&2; exit 2; }
+# A stage built for exactly one architecture ("sm_90a") is tuned for that one.
+GENCODE=$ARCH_HERE
+case $ARCH_OF in *a) GENCODE="-gencode arch=compute_${ARCH_OF#sm_},code=$ARCH_OF" ;; esac
+
+case $NN in
+08) DEF_D128="128,32,4,2 128,48,4,2 128,64,4,2 64,64,4,2 64,32,4,3 128,64,8,1"
+    DEF_D64="128,64,4,2 128,48,4,2 128,96,4,2 128,32,4,2 64,64,4,2 64,64,4,3" ;;
+09) DEF_D128="128,128,2,1 128,64,2,1 192,128,3,1"
+    DEF_D64="128,128,2,1 128,64,2,2 192,128,3,1" ;;
+10) DEF_D128="128,128,2,1,3 128,128,2,1,3+st16 128,128,2,1,2 128,64,2,1,4"
+    DEF_D64="128,64,2,2,3 128,64,2,2,3+st16 128,64,2,2,2 128,64,2,2,4 128,128,2,1,2" ;;
+*)  echo "make tune: stage $NN has no tile candidates (tools/tune.sh)" >&2; exit 2 ;;
+esac
+CANDIDATES_D128=${CANDIDATES_D128:-$DEF_D128}
+CANDIDATES_D64=${CANDIDATES_D64:-$DEF_D64}
 
 build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or nothing if it spills
     local d=$1 shape=$2 tag
-    tag="d${d}_$(echo "$shape" | tr ',' '_')"
-    local obj="$T/kernel08_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
+    tag="d${d}_$(echo "$shape" | tr ',+' '__')"
+    local obj="$T/kernel${NN}_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
     # nvcc splits -D values at commas, so the shape travels in a forced include instead.
-    printf "#define FLASH_TILE_D%s %s\n" "$d" "$shape" >"$hdr"
+    printf "#define FLASH_TILE_D%s %s\n" "$d" "${shape%+st16}" >"$hdr"
+    case $shape in *+st16) echo "#define FLASH_O_TMA_STORE 0" >>"$hdr" ;; esac
     # shellcheck disable=SC2086
-    if ! "$NVCC" $NVFLAGS $ARCH_HERE -Xptxas -v -include "$hdr" -c kernel08_final/kernel.cu -o "$obj" 2>"$T/ptxas_$tag.txt"; then
+    if ! "$NVCC" $NVFLAGS $GENCODE -Xptxas -v -include "$hdr" -c "$DIR/kernel.cu" -o "$obj" 2>"$T/ptxas_$tag.txt"; then
         echo "tune: $tag does not compile: $(grep -m1 error "$T/ptxas_$tag.txt")" >&2; return
     fi
     if grep -E 'bytes spill (stores|loads)' "$T/ptxas_$tag.txt" | grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
@@ -54,7 +79,7 @@ for d in 128 64; do
         for causal in 0 1; do
             # The headline problem, with heads * head_dim kept at 2048 for d64 (the sweep's 4k point).
             log="$T/log_${d}_${shape}_$causal.txt"
-            if ! "$bin" --stage 8 --head-dim "$d" --heads $((2048 / d)) --causal "$causal" --csv "$T/last.csv" >"$log" 2>&1; then
+            if ! "$bin" --stage "$((10#$NN))" --head-dim "$d" --heads $((2048 / d)) --causal "$causal" --csv "$T/last.csv" >"$log" 2>&1; then
                 echo "tune: d$d $shape causal=$causal failed: $(tail -2 "$log")"; continue
             fi
             # Name the candidate in the row, then keep it: the CSV is the record of this tuning run.
@@ -77,6 +102,6 @@ if [ ! -s "$results" ]; then
     exit 1
 fi
 echo
-echo "winners (head_dim, causal -> kBlockM,kBlockN,kNWarps,kMinBlocks):"
+echo "winners of $DIR (head_dim, causal -> the TileShape numbers):"
 sort -t";" -k1,1n -k2,2n -k4,4gr "$results" | awk -F";" '$5 == "pass" && !seen[$1","$2]++ {print "  d=" $1 " causal=" $2 " -> " $3 "  " $4 " TFLOP/s"}' | tee "$T/winners.txt"
 echo "rows: $CSV"
