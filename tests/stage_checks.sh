@@ -62,6 +62,7 @@ stage_ptx_checks() {
     10) want "$dir" "$ptx" "TMA tensor loads" "$TMA_LOAD"
         want "$dir" "$ptx" "mbarrier expect-tx" "mbarrier\.arrive\.expect_tx"
         want "$dir" "$ptx" "mbarrier parity wait" "mbarrier\.try_wait\.parity"
+        want "$dir" "$ptx" "TMA store of O" "cp\.async\.bulk\.tensor\.[0-9]d\.global\.shared::cta"
         want "$dir" "$ptx" "wgmma from two descriptors (S = Q K^T)" "$WGMMA_SS"
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "cp.async (non-bulk)" "$CPASYNC"
@@ -83,7 +84,7 @@ stage_sass_checks() {
     07|08) want "$label" "$sass" "MUFU.EX2" "MUFU\.EX2"; want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     09) want "$label" "$sass" "HGMMA" "HGMMA"; unwanted "$label" "$sass" "HMMA" "HMMA"; want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     10) want "$label" "$sass" "HGMMA" "HGMMA"; unwanted "$label" "$sass" "HMMA" "HMMA"
-        want "$label" "$sass" "UTMALDG" "UTMALDG"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+        want "$label" "$sass" "UTMALDG" "UTMALDG"; want "$label" "$sass" "UTMASTG" "UTMASTG"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
     esac
 }
