@@ -4,7 +4,7 @@
 #include "flash_tma.h"
 
 #include <cuda_runtime_api.h>
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "flash_internal.h"
@@ -14,26 +14,30 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-/* The driver function, looked up once per process. A pointer store is atomic, and looking it up
- * twice from two threads gives the same pointer, so a relaxed cache is enough. The lookup asks for
- * the version of the function as of CUDA 12.0, the one whose signature is above (the runtime's
+/* The driver function, looked up once per process. The lookup runs under pthread_once: the first
+ * calls of a process may come from several host threads at once (tests/test_api.py --threads does
+ * exactly that), and the runtime's entry-point query is not documented as safe to race with itself.
+ * It asks for the function as of CUDA 12.0, the version whose signature is above (the runtime's
  * cudaGetDriverEntryPoint without a version is deprecated since CUDA 12.5). */
-static _Atomic(encode_tiled_fn) encode_tiled;
+static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;
+static encode_tiled_fn encode_tiled;
+static cudaError_t lookup_err;
+static enum cudaDriverEntryPointQueryResult lookup_found;
+
+static void lookup_encode_tiled(void) {
+    void *ptr = NULL;
+    lookup_found = cudaDriverEntryPointSymbolNotFound;
+    lookup_err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &lookup_found);
+    if (lookup_err == cudaSuccess && lookup_found == cudaDriverEntryPointSuccess) encode_tiled = (encode_tiled_fn)ptr;
+}
 
 static encode_tiled_fn get_encode_tiled(const char *stage) {
-    encode_tiled_fn fn = atomic_load_explicit(&encode_tiled, memory_order_relaxed);
-    if (fn) return fn;
-    void *ptr = NULL;
-    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &found);
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !ptr) {
-        flash_set_error(FLASH_E_CUDA, "%s: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or newer driver needed): %s",
-                        stage, cudaGetErrorString(err));
-        return NULL;
-    }
-    fn = (encode_tiled_fn)ptr;
-    atomic_store_explicit(&encode_tiled, fn, memory_order_relaxed);
-    return fn;
+    pthread_once(&lookup_once, lookup_encode_tiled);
+    if (!encode_tiled)
+        flash_set_error(FLASH_E_CUDA,
+                        "%s: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or newer driver needed): %s, query result %d",
+                        stage, cudaGetErrorString(lookup_err), (int)lookup_found);
+    return encode_tiled;
 }
 
 int flash_tma_map(CUtensorMap *map, const void *base, flash_dtype dtype, int batch, int seqlen, int heads, int head_dim,

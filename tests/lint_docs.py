@@ -7,9 +7,15 @@
             arithmetic) says so with <!-- not a measurement: why -->.
   process   words of the team's process that mean nothing to a reader (DESIGN.md, "the lent H200",
             issue numbers), in every tracked text file.
-  links     every stage's chapter links the part of the blog series it follows (lubits.ch/flash).
+  links     every stage's chapter, and its assignment's reading list, links what the stage follows:
+            the part of the blog series (lubits.ch/flash) for stages 01-08; the PTX ISA
+            (docs.nvidia.com/cuda/parallel-thread-execution) for the Hopper track, the stages whose
+            kernel.cu says "Needs: sm_90a", which go past where the series ends.
 
+Usage: tests/lint_docs.py [--root DIR]   (DIR: the tree to lint, by default this repository;
+tests/test_docs.sh lints small trees of its own with it, to see each lint fail).
 Prints PASS:/FAIL: lines; exits 1 if any failed."""
+import argparse
 import glob
 import os
 import re
@@ -18,7 +24,12 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from results_md import GENERATED_REGION  # noqa: E402
+from results_md import GENERATED_REGION  # noqa: E402  (it puts plots/ on the path)
+from plot import HOPPER_ARCH, stage_archs  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+ap.add_argument("--root", default=ROOT, help="the tree to lint (default: this repository)")
+TREE = os.path.abspath(ap.parse_args().root)
 
 failures = 0
 
@@ -46,19 +57,19 @@ def prose_lines(text):
         yield n, re.sub(r"`[^`]*`", "", line)
 
 
-pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+pages = [os.path.join(TREE, "README.md")] + sorted(glob.glob(os.path.join(TREE, "docs", "*.md")))
 problems = []
 for path in pages:
     for n, line in prose_lines(open(path).read()):
         if "<!-- not a measurement:" in line:
             continue
         for m in FIGURE.finditer(line):
-            problems.append(f"{os.path.relpath(path, ROOT)}:{n}: '{m.group(0)}'")
+            problems.append(f"{os.path.relpath(path, TREE)}:{n}: '{m.group(0)}'")
 report("README and docs carry no hand-typed measured figure (all come from the CSVs through tools/results_md.py)", problems)
 
-tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+tracked = subprocess.run(["git", "ls-files"], cwd=TREE, capture_output=True, text=True).stdout.split()
 if not tracked:  # a copy without git
-    tracked = [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "**", "*"), recursive=True)
+    tracked = [os.path.relpath(p, TREE) for p in glob.glob(os.path.join(TREE, "**", "*"), recursive=True)
                if os.path.isfile(p) and "/build/" not in p]
 PROCESS = re.compile(r"DESIGN\.md|ANCHORS\.md|HOPPER\.md|\blent\b|\bissue \d|\(issue|\bthe team\b|\bCEO\b", re.I)
 problems = []
@@ -66,7 +77,7 @@ for rel in tracked:
     if rel.endswith((".png", ".csv")) or rel == "tests/lint_docs.py":
         continue
     try:
-        text = open(os.path.join(ROOT, rel), encoding="utf-8").read()
+        text = open(os.path.join(TREE, rel), encoding="utf-8").read()
     except (UnicodeDecodeError, OSError):
         continue
     for n, line in enumerate(text.split("\n"), 1):
@@ -75,17 +86,32 @@ for rel in tracked:
             problems.append(f"{rel}:{n}: '{m.group(0)}'")
 report("no words of the team's process in the product (DESIGN.md, 'lent', issue numbers)", problems)
 
+# Stages 01-08 follow the blog series part by part; the Hopper track goes past where it ends, so
+# its chapters cite the reference of the instructions they introduce instead. Which stage is on
+# which track comes from its kernel.cu header, by the rule the Makefile and plots/plot.py use.
+BLOG = ("lubits.ch/flash", "the blog series")
+PTX_ISA = ("docs.nvidia.com/cuda/parallel-thread-execution", "the PTX ISA")
+archs = stage_archs(TREE)
+
+
+def wanted_link(nn):
+    return PTX_ISA if archs.get(f"kernel{nn}") == HOPPER_ARCH else BLOG
+
+
 problems = []
-for d in sorted(glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*"))):
+for d in sorted(glob.glob(os.path.join(TREE, "kernel[0-9][0-9]_*"))):
     nn = os.path.basename(d)[6:8]
-    chapters = glob.glob(os.path.join(ROOT, "docs", nn + "_*.md"))
+    chapters = glob.glob(os.path.join(TREE, "docs", nn + "_*.md"))
+    link, what = wanted_link(nn)
     if not chapters:
         problems.append(f"stage {nn} has no chapter docs/{nn}_*.md")
-    elif "lubits.ch/flash" not in open(chapters[0]).read():
-        problems.append(f"{os.path.relpath(chapters[0], ROOT)} does not link the blog series")
-assignments = open(os.path.join(ROOT, "docs", "assignments.md")).read()
+    elif link not in open(chapters[0]).read():
+        problems.append(f"{os.path.relpath(chapters[0], TREE)} does not link {what} ({link})")
+assignments = open(os.path.join(TREE, "docs", "assignments.md")).read()
 for m in re.finditer(r"^## Assignment (\d\d) .*?(?=^## |\Z)", assignments, re.S | re.M):
-    if "lubits.ch/flash" not in m.group(0):
-        problems.append(f"docs/assignments.md: assignment {m.group(1)}'s reading list does not link the blog series")
-report("every chapter and every assignment's reading list links the blog series", problems)
+    link, what = wanted_link(m.group(1))
+    if link not in m.group(0):
+        problems.append(f"docs/assignments.md: assignment {m.group(1)}'s reading list does not link {what} ({link})")
+report("every chapter and every assignment's reading list links what its stage follows "
+       "(the blog series; the PTX ISA on the Hopper track)", problems)
 sys.exit(1 if failures else 0)

@@ -271,10 +271,13 @@ def threads_check(rt):
     bufs = [Buffers(rt, *shape, seed=7) for shape in shapes for _ in range(4)]
     start = threading.Barrier(len(bufs))
     results = [None] * len(bufs)
+    messages = [""] * len(bufs)  # flash_strerror is per thread: read it in the thread that failed
 
     def work(idx):
         start.wait()
         results[idx] = lib.flash_forward(stage, ctypes.byref(bufs[idx].problem(0)), None)
+        if results[idx] != FLASH_OK:
+            messages[idx] = lib.flash_strerror(results[idx]).decode()
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(bufs))]
     for t in threads:
@@ -293,7 +296,7 @@ def threads_check(rt):
     rt.cudaDeviceSynchronize()
     again = [b.fetch()[0] for b in bufs]
     bad = [i for i in range(len(bufs)) if results[i] != FLASH_OK or outputs[i] != again[i]]
-    check(name, not bad, f"threads {bad}: return codes {results}")
+    check(name, not bad, f"threads {bad}: return codes {results}; " + "; ".join(m for m in messages if m))
     for b in bufs:
         b.free()
 

@@ -2,15 +2,166 @@
 # The prose and the data agree: tools/results_md.py --check regenerates every generated block,
 # figure and kernel header from the committed CSVs and compares; tests/lint_docs.py finds figures
 # typed by hand, words from how the project is run rather than for its readers, and chapters that
-# do not link the blog series.
+# do not link what their stage follows.
+# Then the generator and the lint on fixtures (tests/fixtures/*.csv, small trees under $TMP), so
+# that each rule is seen to fail where it should, whatever the committed CSVs hold today.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 PYTHON=${PYTHON:-python3}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
 if "$PYTHON" tools/results_md.py --check >"$BUILD/docs_check.log" 2>&1; then
     ok "README, docs and kernel headers match the committed CSVs (tools/results_md.py --check)"
 else
     bad "README, docs and kernel headers match the committed CSVs" "$(head -5 "$BUILD/docs_check.log" | tr '\n' ' ')"
 fi
 "$PYTHON" tests/lint_docs.py
+
+# --- tools/results_md.py on the fixture CSVs ------------------------------------------------------
+# Each case is a Python snippet on stdin, run after FIXTURE_PY: PASS if it exits 0. The benchmark
+# CSV is tests/fixtures/plot_sample.csv (it has stage 09 and a wgmma_peak row); the tune CSV is
+# tests/fixtures/tune_sample.csv, with stage 08 and 10 candidates and no stage 09 ones.
+FIXTURE_PY='
+import sys
+sys.path.insert(0, "tools")
+import results_md  # puts plots/ on the path
+from plot import parse_csv
+TMP = sys.argv[1]
+TUNE = "tests/fixtures/tune_sample.csv"
+
+def fixture_data(csv_path="tests/fixtures/plot_sample.csv"):
+    data = results_md.Data(csv_path)
+    # Data looks for plots/tune/<the benchmark CSV name>.csv; the fixture lives elsewhere.
+    data.tune = (TUNE, parse_csv(TUNE))
+    return data
+
+def render(text, data=None):
+    return results_md.render_markdown(data or fixture_data(), "fixture.md", text)
+
+def fails(text, *words, data=None):
+    """The generator refuses `text`, with a message that holds every one of `words`."""
+    try:
+        render(text, data)
+    except results_md.GenError as e:
+        missing = [w for w in words if w not in str(e)]
+        assert not missing, f"the message lacks {missing}: {e}"
+        return
+    raise AssertionError(f"no error for {text!r}")
+'
+py_case() {  # py_case NAME < snippet
+    local out
+    if out=$({ echo "$FIXTURE_PY"; cat; } | "$PYTHON" - "$TMP" 2>&1); then
+        ok "$1"
+    else
+        bad "$1" "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+}
+
+# Stage 10's block: only kernel10_ rows, its five shape fields and the O store column (+st16 is
+# "16-byte stores"), the last of a re-run row, the fastest *passing* candidate in bold (the faster
+# 128x128x2x1x2 failed its check), and only stage 10's commit and command in the note.
+py_case docs_tune_block_stage10 <<'PY'
+out = render("<!-- TUNE:10 -->\n<!-- /TUNE -->")
+want = """<!-- TUNE:10 -->
+| head_dim | candidate (M x N x warpgroups x blocks/SM x stages) | O store | non-causal | causal |
+|---|---|---|---:|---:|
+| 128 | **128x128x2x1x3** | **TMA store** | **500.0** | **470.0** |
+| 128 | 128x128x2x1x3 | 16-byte stores | 490.0 | 460.0 |
+| 128 | 128x128x2x1x2 | TMA store | 530.0 (check fail) | 480.0 (check fail) |
+| 64 | 128x64x2x2x3 | TMA store | 420.0 | 400.0 |
+| 64 | **128x64x2x2x3** | **16-byte stores** | **430.0** | **395.0** |
+
+(`make tune K=10` on the FIXTURE GPU, commit def5678; rows in `tests/fixtures/tune_sample.csv`."""
+assert out.startswith(want), out
+PY
+
+# Stage 08's block from the same file: its own rows, header and command, nothing of stage 10's;
+# two blocks on one page each get their own stage.
+py_case docs_tune_block_stage08 <<'PY'
+out = render("<!-- TUNE:08 -->\n<!-- /TUNE -->\ntext\n<!-- TUNE:10 -->\n<!-- /TUNE -->")
+block08 = out.split("<!-- /TUNE -->")[0]
+want = """<!-- TUNE:08 -->
+| head_dim | candidate (M x N x warps x blocks/SM) | non-causal | causal |
+|---|---|---:|---:|
+| 128 | **128x32x4x2** | **357.1** | **326.5** |
+| 128 | 64x64x4x2 | 300.2 | 300.6 |
+| 64 | **128x64x4x2** | **323.8** | **308.3** |
+
+(`make tune` on the FIXTURE GPU, commit abc1234;"""
+assert block08.startswith(want), block08
+assert "kernel10" not in block08 and "128x128" not in block08 and "def5678" not in block08, block08
+assert "O store" in out.split("text")[1], out
+PY
+
+# No stage 09 candidates in the tune CSV, a stage tools/tune.sh does not tune, a marker without a
+# stage, a candidate with the wrong number of fields: each is an error that says what to do.
+py_case docs_tune_block_errors <<'PY'
+fails("<!-- TUNE:09 -->\n<!-- /TUNE -->", "stage 09", "make tune K=09", "tools/gpu_session.sh tune")
+fails("<!-- TUNE:05 -->\n<!-- /TUNE -->", "stage 05", "08, 09, 10")
+fails("<!-- TUNE -->\n<!-- /TUNE -->", "fixture.md", "<!-- TUNE:NN -->")
+data = fixture_data()
+path, rows = data.tune
+rows = [dict(r, name=r["name"].replace("128x32x4x2", "128x32x4")) for r in rows]
+data.tune = (path, rows)
+fails("<!-- TUNE:08 -->\n<!-- /TUNE -->", "128x32x4", "M x N x warps x blocks/SM", data=data)
+data.tune = (path, [dict(r, name=r["name"] + "+st16") if r["kernel"] == "kernel08" else r for r in rows])
+fails("<!-- TUNE:08 -->\n<!-- /TUNE -->", "+st16", data=data)
+data.tune = (TMP + "/none.csv", None)
+fails("<!-- TUNE:10 -->\n<!-- /TUNE -->", "none.csv", "stage 10", "make tune K=10", data=data)
+PY
+
+# The wgmma ceiling figures: 929.03 in the fixture; stage 09 at the headline problem 457.51 (49 %),
+# and at d64, 8k, causal 365.92 (39 %). Without a wgmma_peak row: an error that names the row and
+# the page, while the mma.sync figures still work.
+grep -v ',wgmma_peak,' tests/fixtures/plot_sample.csv >"$TMP/no_wgmma.csv"
+py_case docs_wgmma_figures <<'PY'
+out = render("a <!-- fig wgmmapeak -->x<!-- /fig --> b <!-- fig wgmmapeakpct kernel09 -->x<!-- /fig --> "
+             "c <!-- fig wgmmapeakpct kernel09 sweep/64/8192/causal -->x<!-- /fig --> "
+             "d <!-- fig peakpct kernel09 -->x<!-- /fig -->")
+assert out == ("a <!-- fig wgmmapeak -->929.0<!-- /fig --> b <!-- fig wgmmapeakpct kernel09 -->49 %<!-- /fig --> "
+               "c <!-- fig wgmmapeakpct kernel09 sweep/64/8192/causal -->39 %<!-- /fig --> "
+               "d <!-- fig peakpct kernel09 -->71 %<!-- /fig -->"), out
+no_wgmma = fixture_data(TMP + "/no_wgmma.csv")
+for fig in ("wgmmapeak", "wgmmapeakpct kernel09"):
+    fails(f"<!-- fig {fig} -->x<!-- /fig -->", "fixture.md", "wgmma_peak", "./run --peak", data=no_wgmma)
+assert render("<!-- fig peak -->x<!-- /fig -->", no_wgmma) == "<!-- fig peak -->646.0<!-- /fig -->"
+PY
+
+# lint_docs skips what the generator writes: a figure in a TUNE:NN block is not "hand-typed".
+py_case docs_generated_region_tune <<'PY'
+text = "<!-- TUNE:10 -->\n| 128 | **500.0** |\n<!-- /TUNE -->\n"
+assert results_md.GENERATED_REGION.sub("", text) == "\n", "a TUNE:NN block is not a generated region"
+PY
+
+# --- tests/lint_docs.py's links rule on small trees ------------------------------------------------
+# Stage 08 (sm_80) follows the blog, stage 09 (sm_90a) the PTX ISA: in tree "swapped" each chapter
+# links the other one's, and both must be named; in tree "right" the rule passes.
+make_tree() {  # make_tree DIR LINK_OF_08 LINK_OF_09
+    local dir=$1
+    mkdir -p "$dir/docs" "$dir/kernel08_final" "$dir/kernel09_wgmma"
+    printf '/*\n * Needs:     sm_80: fixture.\n */\n' >"$dir/kernel08_final/kernel.cu"
+    printf '/*\n * Needs:     sm_90a: fixture.\n */\n' >"$dir/kernel09_wgmma/kernel.cu"
+    printf '# fixture\n' >"$dir/README.md"
+    printf '# 08\n\n[read](https://%s)\n' "$2" >"$dir/docs/08_final.md"
+    printf '# 09\n\n[read](https://%s)\n' "$3" >"$dir/docs/09_wgmma.md"
+    printf '## Assignment 08 · final\n\n[read](https://lubits.ch/flash/Part-6)\n' >"$dir/docs/assignments.md"
+}
+BLOG=lubits.ch/flash/Part-6 PTX=docs.nvidia.com/cuda/parallel-thread-execution/index.html
+make_tree "$TMP/swapped" $PTX $BLOG
+make_tree "$TMP/right" $BLOG $PTX
+name=lint_links_hopper_track
+"$PYTHON" tests/lint_docs.py --root "$TMP/swapped" >"$TMP/lint_swapped.log" 2>&1
+rc_swapped=$?
+"$PYTHON" tests/lint_docs.py --root "$TMP/right" >"$TMP/lint_right.log" 2>&1
+rc_right=$?
+if [ $rc_swapped -ne 1 ] || ! grep -q "^FAIL: every chapter.*docs/08_final.md does not link the blog series" "$TMP/lint_swapped.log" \
+        || ! grep -q "^FAIL: every chapter.*docs/09_wgmma.md does not link the PTX ISA" "$TMP/lint_swapped.log"; then
+    bad $name "swapped links: exit $rc_swapped, expected 1 and both chapters named: $(grep FAIL "$TMP/lint_swapped.log" | head -c 300)"
+elif [ $rc_right -ne 0 ]; then
+    bad $name "right links: exit $rc_right, expected 0: $(grep FAIL "$TMP/lint_right.log" | head -c 300)"
+else
+    ok $name
+fi
 finish

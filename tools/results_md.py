@@ -4,7 +4,7 @@ the CSVs the harness and the tools wrote on the GPU, so that the prose never car
 they did not produce:
 
   plots/<gpu>.csv           make bench, make reference, ./run --peak   (the benchmark run)
-  plots/tune/<gpu>.csv      make tune                                   (stage 08's candidate tiles)
+  plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-10)
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
   plots/repeats/*.csv       stage 08 and FA2 timed alternately          (tools/gpu_session.sh repeat)
 
@@ -14,7 +14,7 @@ What it fills, between markers that the text keeps:
   <!-- STAGES --> ... <!-- /STAGES -->          the stage table, from the kernelNN_name directories
   <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN against FA2 over the sweep
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
-  <!-- TUNE --> ... <!-- /TUNE -->              the make tune table
+  <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
   <!-- REPEATS --> ... <!-- /REPEATS -->        the alternating stage 08 / FA2 repeat
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
@@ -44,7 +44,7 @@ from plot import HOPPER_TRACK_LABEL, CsvError, Results, parse_csv, usable_tflops
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE|REPEATS|NCU:[0-9,]+) -->.*?"
+    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS|NCU:[0-9,]+) -->.*?"
     r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|NCU) -->|<!-- fig [^>]*-->.*?<!-- /fig -->", re.S)
 
 
@@ -99,10 +99,13 @@ class Data:
         row = self.results.row(kernel, problem)
         return row["commit"] if row else "unknown"
 
-    def peak(self):
-        value = self.results.ceiling(MMA_PEAK)
+    def ceiling(self, kernel):
+        """MMA_PEAK or WGMMA_PEAK: both come from ./run --peak, but only a Hopper GPU writes the
+        wgmma one, so a chapter that quotes it needs a benchmark run made on one."""
+        value = self.results.ceiling(kernel)
         if value is None:
-            raise GenError(f"{self.csv_path} has no {MMA_PEAK} row")
+            raise GenError(f"{self.csv_path} has no {kernel} row (./run --peak writes it, "
+                           f"through tools/gpu_session.sh peak; the {WGMMA_PEAK} row only on a Hopper GPU)")
         return value
 
     def ncu_value(self, kernel, metric):
@@ -178,7 +181,7 @@ def ladder_table(data):
     for ref, label in (("fa2", "FlashAttention-2 (PyTorch SDPA flash)"), ("cudnn", "cuDNN (PyTorch SDPA cudnn)")):
         t0, t1 = data.tflops(ref, headline(0)), data.tflops(ref, headline(1))
         lines.append(f"| {label} | {fmt(t0)} | {pct(t0, fa2[0])} | | {fmt(t1)} | {pct(t1, fa2[1])} | |")
-    peak = data.peak()
+    peak = data.ceiling(MMA_PEAK)
     lines.append(f"| mma.sync m16n8k16 ceiling (`./run --peak`) | {fmt(peak)} | {pct(peak, fa2[0])} | | | | |")
     # Only a Hopper GPU measures the wgmma ceiling; its name column says which instruction.
     wgmma = res.ceiling(WGMMA_PEAK)
@@ -221,7 +224,7 @@ def measured_block(data, nn):
 
 def peak_block(data):
     """The mma.sync ceiling against FA2, cuDNN and the last stage it bounds (not a Hopper stage)."""
-    peak = data.peak()
+    peak = data.ceiling(MMA_PEAK)
     last = data.results.mma_stages[-1]
     parts = [f"{label} {fmt(data.tflops(k, headline()))} ({100 * data.tflops(k, headline()) / peak:.0f} %)"
              for k, label in (("fa2", "FA2"), (last, f"stage {stage_number(last)}"), ("cudnn", "cuDNN"))]
@@ -230,37 +233,88 @@ def peak_block(data):
             + ", ".join(parts) + ".")
 
 
-def tune_block(data):
-    path, rows = data.tune
-    if rows is None:
-        raise GenError(f"{path} does not exist (make tune writes it through tools/gpu_session.sh tune)")
-    # name = "kernel08_final 128x32x4x2": one row per (head_dim, causal, candidate), the last wins.
+# What the numbers of a candidate mean, per stage that tools/tune.sh tunes: the template arguments
+# of the stage's TileShape, in order, as the table's column header spells them. Stage 10's
+# candidates also choose how O leaves the kernel (TMA store by default, 16-byte stores when the
+# name ends in TUNE_ST16), so its table gets an "O store" column; True marks such a stage.
+TUNE_SHAPES = {
+    "08": ("M x N x warps x blocks/SM", False),
+    "09": ("M x N x warpgroups x blocks/SM", False),
+    "10": ("M x N x warpgroups x blocks/SM x stages", True),
+}
+TUNE_ST16 = "+st16"
+O_STORE = {False: "TMA store", True: "16-byte stores"}  # keyed by "ends in TUNE_ST16"
+
+
+def tune_command(nn):
+    """How the chapter names the command: tools/tune.sh tunes stage 08 unless told otherwise, so
+    stage 08's chapter says plain `make tune`, as its reader would type it."""
+    return "make tune" if nn == "08" else f"make tune K={nn}"
+
+
+def tune_candidate(nn, candidate):
+    """'128x128x2x1x2+st16' -> ('128x128x2x1x2', True), after checking that it has as many numbers
+    as stage NN's shape has fields: a candidate the header would mislabel is an error, not a row."""
+    fields, has_o_store = TUNE_SHAPES[nn]
+    st16 = candidate.endswith(TUNE_ST16)
+    shape = candidate[:-len(TUNE_ST16)] if st16 else candidate
+    if (st16 and not has_o_store) or not re.fullmatch(r"\d+(x\d+)*", shape) \
+            or shape.count("x") != fields.count(" x "):
+        raise GenError(f"stage {nn}'s tune candidate '{candidate}' does not read as {fields}"
+                       + (f", optionally followed by {TUNE_ST16}" if has_o_store else ""))
+    return shape, st16
+
+
+def tune_block(data, nn):
+    """Stage NN's rows of the make tune CSV: every candidate per head_dim, the fastest that passed
+    its check (non-causal) in bold."""
+    if nn not in TUNE_SHAPES:
+        raise GenError(f"<!-- TUNE:{nn} -->: tools/tune.sh has no candidates for stage {nn} "
+                       f"(it tunes stages {', '.join(TUNE_SHAPES)})")
+    path, all_rows = data.tune
+    how = f"`make tune K={nn}` writes them (on the GPU machine: `K={nn} bash tools/gpu_session.sh tune`)"
+    if all_rows is None:
+        raise GenError(f"{path} does not exist, so it has no stage {nn} candidates: {how}")
+    # The file keeps every tuning run of every stage; the name column says which stage and which
+    # candidate ("kernel10_tma 128x128x2x1x2+st16"): one row per (head_dim, causal, candidate), the
+    # last wins.
+    rows = [r for r in all_rows if r["name"].startswith(f"kernel{nn}_")]
+    if not rows:
+        raise GenError(f"{path} has no kernel{nn}_ rows (stage {nn}'s tile candidates): {how}")
     table, order, commits = {}, [], set()
     for r in rows:
-        shape = r["name"].split(" ", 1)[1] if " " in r["name"] else "?"
-        key = (r["head_dim"], shape)
+        # A name without a candidate stays whole, so that tune_candidate's error shows it.
+        candidate = r["name"].split(" ", 1)[1] if " " in r["name"] else r["name"]
+        key = (r["head_dim"], candidate)
         if key not in order:
             order.append(key)
         table[key + (r["causal"],)] = r
         commits.add(r["commit"])
-    lines = ["| head_dim | candidate (M x N x warps x blocks/SM) | non-causal | causal |", "|---|---|---:|---:|"]
+    fields, has_o_store = TUNE_SHAPES[nn]
+    o_store_head, o_store_rule = (" O store |", "---|") if has_o_store else ("", "")
+    lines = [f"| head_dim | candidate ({fields}) |{o_store_head} non-causal | causal |",
+             f"|---|---|{o_store_rule}---:|---:|"]
     for d in sorted({k[0] for k in order}, reverse=True):
-        shapes = [k[1] for k in order if k[0] == d]
-        best = max(shapes, key=lambda s: usable_tflops(table.get((d, s, 0))) or 0)
-        for s in shapes:
+        candidates = [k[1] for k in order if k[0] == d]
+        # A candidate that computes the wrong result is no winner, however fast (tools/tune.sh
+        # picks its winners the same way).
+        passed = [c for c in candidates if (r := table.get((d, c, 0))) and r["check"] == "pass" and usable_tflops(r)]
+        best = max(passed, key=lambda c: usable_tflops(table[(d, c, 0)])) if passed else None
+        for c in candidates:
+            shape, st16 = tune_candidate(nn, c)
             cells = []
-            for c in (0, 1):
-                r = table.get((d, s, c))
+            for causal in (0, 1):
+                r = table.get((d, c, causal))
                 v = fmt(usable_tflops(r)) if r else "-"
                 if r and r["check"] != "pass":
                     v += " (check " + r["check"] + ")"
-                cells.append(f"**{v}**" if s == best else v)
-            name = f"**{s}**" if s == best else s
-            lines.append(f"| {d} | {name} | {cells[0]} | {cells[1]} |")
-    gpu = rows[0]["gpu"] if rows else "?"
-    return ("\n".join(lines) + f"\n\n(`make tune` on the {gpu}, commit {', '.join(sorted(commits))}; rows in "
-            f"`{os.path.relpath(path, ROOT)}`. Candidates that spill are not timed and not listed. The d128 rows are "
-            f"the headline problem, the d64 rows the same with 32 heads of 64.)")
+                cells.append(f"**{v}**" if c == best else v)
+            names = [shape] + ([O_STORE[st16]] if has_o_store else [])
+            names = [f"**{n}**" if c == best else n for n in names]
+            lines.append(f"| {d} | " + " | ".join(names) + f" | {cells[0]} | {cells[1]} |")
+    return ("\n".join(lines) + f"\n\n(`{tune_command(nn)}` on the {rows[0]['gpu']}, commit {', '.join(sorted(commits))}; "
+            f"rows in `{os.path.relpath(path, ROOT)}`. Candidates that spill are not timed and not listed. The d128 rows "
+            f"are the headline problem, the d64 rows the same with 32 heads of 64.)")
 
 
 def repeats_block(data):
@@ -318,13 +372,20 @@ def ncu_block(data, kernels):
 #   tflops KERNEL [PROBLEM]          339.1           a stage's or a reference's TFLOP/s
 #   ratio KERNEL KERNEL [PROBLEM]    4.22x           the first over the second
 #   pct KERNEL KERNEL [PROBLEM]      53 %            the first as a percentage of the second
-#   peak                             648.0           the mma.sync ceiling
+#   peak                             648.0           the mma.sync ceiling (the mma_peak row)
 #   peakpct KERNEL [PROBLEM]         53 %            a kernel's TFLOP/s as a percentage of the ceiling
+#   wgmmapeak                        929.0           the wgmma ceiling (the wgmma_peak row: Hopper only)
+#   wgmmapeakpct KERNEL [PROBLEM]    55 %            a kernel's TFLOP/s as a percentage of the wgmma ceiling
 #   ncu KERNEL METRIC                7.5 G / 12.6 %  one Nsight Compute counter
 #   ncuratio KERNEL KERNEL METRIC    8.0x            the first kernel's counter over the second's
 #   sweepratio KERNEL REF D C        0.96x-1.23x     the range of KERNEL / REF over the sweep (D: 64,
 #                                                    128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
 # PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal.
+
+# The two ceilings of ./run --peak, by figure kind ("peakpct" / "wgmmapeakpct" divide by them):
+# mma.sync's bounds stages 01-08, wgmma's the Hopper track.
+CEILING_FIGURES = {"peak": MMA_PEAK, "wgmmapeak": WGMMA_PEAK}
+
 
 def figure(data, what):
     args = what.split()
@@ -337,11 +398,12 @@ def figure(data, what):
     if kind == "pct":
         p = problem_arg(rest[2]) if len(rest) > 2 else headline()
         return f"{100 * data.tflops(rest[0], p) / data.tflops(rest[1], p):.0f} %"
-    if kind == "peak":
-        return fmt(data.peak())
-    if kind == "peakpct":
+    if kind in CEILING_FIGURES:
+        return fmt(data.ceiling(CEILING_FIGURES[kind]))
+    if kind.endswith("pct") and kind[:-len("pct")] in CEILING_FIGURES:
+        ceiling = data.ceiling(CEILING_FIGURES[kind[:-len("pct")]])
         p = problem_arg(rest[1]) if len(rest) > 1 else headline()
-        return f"{100 * data.tflops(rest[0], p) / data.peak():.0f} %"
+        return f"{100 * data.tflops(rest[0], p) / ceiling:.0f} %"
     if kind == "ncu":
         value, unit, _ = data.ncu_value(rest[0], rest[1])
         return f"{value:.1f} %" if unit == "%" else count(value)
@@ -444,8 +506,12 @@ def render_markdown(data, path, text):
         text = replace_block(text, f"<!-- MEASURED:{nn} -->", "<!-- /MEASURED -->", measured_block(data, nn), where)
     if "<!-- PEAK -->" in text:
         text = replace_block(text, "<!-- PEAK -->", "<!-- /PEAK -->", peak_block(data), where)
+    # The tune CSV holds the candidates of several stages: a block without a stage number would not
+    # say whose, and is left over from when it held stage 08's alone.
     if "<!-- TUNE -->" in text:
-        text = replace_block(text, "<!-- TUNE -->", "<!-- /TUNE -->", tune_block(data), where)
+        raise GenError(f"{where}: <!-- TUNE --> names no stage: write <!-- TUNE:NN --> (NN one of {', '.join(TUNE_SHAPES)})")
+    for nn in re.findall(r"<!-- TUNE:(\d\d) -->", text):
+        text = replace_block(text, f"<!-- TUNE:{nn} -->", "<!-- /TUNE -->", tune_block(data, nn), where)
     if "<!-- REPEATS -->" in text:
         text = replace_block(text, "<!-- REPEATS -->", "<!-- /REPEATS -->", repeats_block(data), where)
     for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
