@@ -45,7 +45,7 @@ from plot import HOPPER_TRACK_LABEL, CsvError, Results, parse_csv, usable_tflops
 # figures typed by hand.
 GENERATED_REGION = re.compile(
     r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS|NCU:[0-9,]+) -->.*?"
-    r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|NCU) -->|<!-- fig [^>]*-->.*?<!-- /fig -->", re.S)
+    r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
 class GenError(Exception):
@@ -523,7 +523,7 @@ def render_markdown(data, path, text):
             return f"<!-- fig {m.group(1)} -->{figure(data, m.group(1))}<!-- /fig -->"
         except (GenError, KeyError, IndexError, ValueError, ZeroDivisionError) as e:
             raise GenError(f"{where}: <!-- fig {m.group(1)} -->: {e}")
-    return re.sub(r"<!-- fig ([^>]*?) -->.*?<!-- /fig -->", fig, text, flags=re.S)
+    return re.sub(r"<!-- fig ([^\n]*?) -->.*?<!-- /fig -->", fig, text, flags=re.S)
 
 
 def render_kernel(data, path, text):
