@@ -10,7 +10,11 @@
 #   peak       ./run --peak into the CSV
 #   reference  FA2 and cuDNN through PyTorch into the CSV (headline + sweep)
 #   bench      make bench into the CSV
-#   tune       make tune, its rows kept in plots/tune/<gpu>.csv
+#   tune       make tune, its rows kept in plots/tune/<gpu>.csv (TUNE_K=NN picks the stage, default 08)
+#   repeat     two stages' sweeps timed alternately, REPEAT="10 09" (stage numbers, or fa2 for
+#              FlashAttention-2 and cuDNN through PyTorch) for REPEAT_ROUNDS rounds (default 3), into
+#              plots/repeats/<gpu>_<A>_vs_<B>_<commit>.csv: the ratio of two kernels under the same
+#              conditions, minutes apart at most, where one benchmark run puts them further apart
 #   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails wrong ones
 #   ncu        ncu metrics of every stage on the headline problem, kept in plots/ncu/<gpu>.csv
 #   sass       make sass-table: ptxas usage, PTX and SASS histograms of every stage
@@ -21,7 +25,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-COMMIT=${COMMIT:-unknown}
+export COMMIT=${COMMIT:-unknown}
 LOG="$OUT/session.log"
 MAKE="make --no-print-directory ARCH=here COMMIT=$COMMIT"
 
@@ -35,6 +39,22 @@ step() {  # step NAME SECONDS COMMAND...
     return $rc
 }
 slug() { build/allstages --gpu-slug; }
+# repeat_sweeps A B: REPEAT_ROUNDS rounds of A's sweep then B's, appended to one CSV.
+repeat_sweeps() {
+    local a=$1 b=$2 csv round who
+    csv="plots/repeats/$(slug)_${a}_vs_${b}_$COMMIT.csv"
+    for round in $(seq 1 "${REPEAT_ROUNDS:-3}"); do
+        for who in "$a" "$b"; do
+            echo "round $round: $who"
+            if [ "$who" = fa2 ]; then
+                env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --problems sweep --csv "$csv" || return
+            else
+                build/allstages --stage "$((10#$who))" --sweep --csv "$csv" || return
+            fi
+        done
+    done
+}
+export -f repeat_sweeps slug
 
 nvidia-smi >>"$LOG" 2>&1
 for s in "$@"; do
@@ -47,7 +67,8 @@ for s in "$@"; do
     peak)      step peak 60 build/allstages --peak --csv "plots/$(slug).csv" ;;
     reference) step reference 300 env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --csv "plots/$(slug).csv" ;;
     bench)     step bench 540 $MAKE bench ;;
-    tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune ;;
+    tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune K="${TUNE_K:-08}" ;;
+    repeat)    mkdir -p plots/repeats; step repeat 540 bash -c 'repeat_sweeps "$@"' _ ${REPEAT:-10 09} ;;
     grader)    step grader 420 env GRADE_ROUNDS="${GRADE_ROUNDS:-1}" bash tests/test_grader.sh; grep -E '^(PASS|FAIL|SKIP):' "$LOG" | tail -n 12 ;;
     ncu)       mkdir -p plots/ncu; step ncu 300 bash tools/ncu_metrics.sh "plots/ncu/$(slug).csv" ;;
     sass)      step sass_table 120 $MAKE sass-table ;;

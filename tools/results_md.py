@@ -6,7 +6,7 @@ they did not produce:
   plots/<gpu>.csv           make bench, make reference, ./run --peak   (the benchmark run)
   plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-10)
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
-  plots/repeats/*.csv       stage 08 and FA2 timed alternately          (tools/gpu_session.sh repeat)
+  plots/repeats/*.csv       two kernels' sweeps timed alternately       (tools/gpu_session.sh repeat)
 
 What it fills, between markers that the text keeps:
 
@@ -15,7 +15,7 @@ What it fills, between markers that the text keeps:
   <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN against FA2 over the sweep
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
   <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
-  <!-- REPEATS --> ... <!-- /REPEATS -->        the alternating stage 08 / FA2 repeat
+  <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09)
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
@@ -44,7 +44,7 @@ from plot import HOPPER_TRACK_LABEL, CsvError, Results, parse_csv, usable_tflops
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS|NCU:[0-9,]+) -->.*?"
+    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|NCU:[0-9,]+) -->.*?"
     r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
@@ -77,9 +77,15 @@ class Data:
         self.results = Results(parse_csv(csv_path))
         self.tune = self._optional(os.path.join(ROOT, "plots", "tune", self.slug + ".csv"), parse_csv)
         self.ncu = self._optional(os.path.join(ROOT, "plots", "ncu", self.slug + ".csv"), read_ncu)
-        repeats = sorted(glob.glob(os.path.join(ROOT, "plots", "repeats", self.slug + "_*.csv")))
-        self.repeats_path = repeats[-1] if repeats else None
-        self.repeats = parse_csv(self.repeats_path) if self.repeats_path else None
+
+    def repeats(self, a, b):
+        """The rows of the latest alternating repeat of a against b ("08", "fa2"), and its path."""
+        pattern = os.path.join(ROOT, "plots", "repeats", f"{self.slug}_{a}_vs_{b}_*.csv")
+        paths = sorted(glob.glob(pattern), key=os.path.getmtime)
+        if not paths:
+            raise GenError(f"no {os.path.relpath(pattern, ROOT)}: REPEAT=\"{a} {b}\" bash tools/gpu_session.sh repeat "
+                           f"writes one on the GPU machine")
+        return parse_csv(paths[-1]), paths[-1]
 
     @staticmethod
     def _optional(path, reader):
@@ -317,15 +323,18 @@ def tune_block(data, nn):
             f"are the headline problem, the d64 rows the same with 32 heads of 64.)")
 
 
-def repeats_block(data):
-    if data.repeats is None:
-        raise GenError(f"no plots/repeats/{data.slug}_*.csv")
-    # Rounds alternate: stage 08's sweep, then FA2's; a round is one row of each per problem.
+def repeats_block(data, a, b):
+    """REPEATS:A,B: the alternating repeat of A against B, both a stage number or fa2: medians per
+    sweep point and the median of the per-round ratio A / B."""
+    rows, path = data.repeats(a, b)
+    kernel = {x: "fa2" if x == "fa2" else f"kernel{x}" for x in (a, b)}
+    label = {x: "FA2" if x == "fa2" else f"stage {x}" for x in (a, b)}
+    # A round is one sweep of each, one row per problem and kernel; rows of other kernels (cuDNN,
+    # timed beside FA2) are not part of the comparison.
     by = {}
-    for r in data.repeats:
+    for r in rows:
         key = (r["head_dim"], r["causal"], r["seqlen_q"])
         by.setdefault(key, {}).setdefault(r["kernel"], []).append(usable_tflops(r))
-    stage = next(k for k in sorted({r["kernel"] for r in data.repeats}) if k.startswith("kernel"))
     lines = ["| head_dim | causal | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
              "|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
     rounds = set()
@@ -333,14 +342,18 @@ def repeats_block(data):
         for c in (0, 1):
             cells = []
             for s in SWEEP_SEQLENS:
-                ours, fa2 = by[(d, c, s)][stage], by[(d, c, s)]["fa2"]
-                rounds.add(min(len(ours), len(fa2)))
-                ratio = statistics.median(a / b for a, b in zip(ours, fa2))
-                cells.append(f"{statistics.median(ours):.1f} / {statistics.median(fa2):.1f} ({ratio:.2f}x)")
+                point = by.get((d, c, s), {})
+                if kernel[a] not in point or kernel[b] not in point:
+                    raise GenError(f"{os.path.relpath(path, ROOT)} has no {kernel[a]} and {kernel[b]} rows at d{d} causal {c} "
+                                   f"seqlen {s}")
+                ours, theirs = point[kernel[a]], point[kernel[b]]
+                rounds.add(min(len(ours), len(theirs)))
+                ratio = statistics.median(x / y for x, y in zip(ours, theirs))
+                cells.append(f"{statistics.median(ours):.1f} / {statistics.median(theirs):.1f} ({ratio:.2f}x)")
             lines.append(f"| {d} | {c} | " + " | ".join(cells) + " |")
-    commit = data.repeats[0]["commit"]
+    commit = rows[0]["commit"]
     return (f"{'/'.join(map(str, sorted(rounds)))} rounds at commit {commit} (rows in "
-            f"`{os.path.relpath(data.repeats_path, ROOT)}`); medians of {stage} / FA2 in TFLOP/s, and (the median of the "
+            f"`{os.path.relpath(path, ROOT)}`); medians of {label[a]} / {label[b]} in TFLOP/s, and (the median of the "
             f"per-round ratio):\n\n" + "\n".join(lines))
 
 
@@ -512,8 +525,8 @@ def render_markdown(data, path, text):
         raise GenError(f"{where}: <!-- TUNE --> names no stage: write <!-- TUNE:NN --> (NN one of {', '.join(TUNE_SHAPES)})")
     for nn in re.findall(r"<!-- TUNE:(\d\d) -->", text):
         text = replace_block(text, f"<!-- TUNE:{nn} -->", "<!-- /TUNE -->", tune_block(data, nn), where)
-    if "<!-- REPEATS -->" in text:
-        text = replace_block(text, "<!-- REPEATS -->", "<!-- /REPEATS -->", repeats_block(data), where)
+    for a, b in re.findall(r"<!-- REPEATS:(\w+),(\w+) -->", text):
+        text = replace_block(text, f"<!-- REPEATS:{a},{b} -->", "<!-- /REPEATS -->", repeats_block(data, a, b), where)
     for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
         kernels = [f"kernel{nn}" for nn in spec.split(",")]
         text = replace_block(text, f"<!-- NCU:{spec} -->", "<!-- /NCU -->", ncu_block(data, kernels), where)
