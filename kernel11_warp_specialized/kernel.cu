@@ -40,17 +40,17 @@
 
 /* kBlockM query rows (64 per consumer warpgroup), kBlockN keys per tile, kNConsumers consumer
  * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
- * kStages K/V slots in the ring. One block per SM: the register split assumes the whole file. The
- * macros let a build try other shapes (make tune K=11). */
-template <int M, int N, int C, int R, int S>
+ * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
+ * file among them). The macros let a build try other shapes (make tune K=11). */
+template <int M, int N, int C, int R, int S, int B>
 struct TileShape {
-    static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S;
+    static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 2, 240, 2
+#define FLASH_TILE_D64 128, 128, 2, 240, 2, 1
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 128, 2, 240, 2
+#define FLASH_TILE_D128 128, 128, 2, 240, 2, 1
 #endif
 template <int kHeadDim> struct Tile;
 template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
@@ -203,7 +203,7 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
 }
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__((Tile<kHeadDim>::kNConsumers + 1) * 128, 1)
+__global__ void __launch_bounds__((Tile<kHeadDim>::kNConsumers + 1) * 128, Tile<kHeadDim>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                  const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o) {
     constexpr int kBlockM = Tile<kHeadDim>::kBlockM;  // query rows per block (Q_i)
@@ -218,7 +218,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     /* The register split: the producer gives up all but kProducerRegs per thread, the consumers take
      * kConsumerRegs; the SM's 65536 registers must hold both (setmaxnreg waits until they do). */
     constexpr int kProducerRegs = 24, kConsumerRegs = Tile<kHeadDim>::kConsumerRegs;
-    static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= 65536, "the register file holds the split");
+    static_assert(Tile<kHeadDim>::kMinBlocks * (128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs) <= 65536,
+                  "the register file holds the split of every block");
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
     constexpr int kKStepsPV = kBlockN / 16;  // k16 steps of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
@@ -295,15 +296,22 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             /* Tile i goes into slot i % kStages once the consumers have released that slot's
              * previous tile, i - kStages: the (i / kStages)-th use of the slot waits for phase
              * i / kStages - 1 of its empty barrier. The first kStages tiles wait for the phase
-             * "before phase 0", parity 1, which a fresh barrier reports complete. */
-            for (int i = 0; i < n_blocks; ++i) {
-                const int s = i % kStages;
-                const uint32_t parity = ((i / kStages) & 1) ^ 1;
-                const int row = (n_blocks - 1 - i) * kBlockN;
-                mbarrier_wait(empty_k_u32 + 8 * s, parity);
-                load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv, row, batch);
-                mbarrier_wait(empty_v_u32 + 8 * s, parity);
-                load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv, row, batch);
+             * "before phase 0", parity 1, which a fresh barrier reports complete. The copies go
+             * in the order the consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a
+             * tile, so a wait for a V slot never holds back the K tile needed first. */
+            for (int i = 0; i <= n_blocks; ++i) {
+                if (i < n_blocks) {
+                    const int s = i % kStages;
+                    mbarrier_wait(empty_k_u32 + 8 * s, ((i / kStages) & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
+                                                 (n_blocks - 1 - i) * kBlockN, batch);
+                }
+                if (i > 0) {
+                    const int iv = i - 1, s = iv % kStages;
+                    mbarrier_wait(empty_v_u32 + 8 * s, ((iv / kStages) & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv,
+                                                 (n_blocks - 1 - iv) * kBlockN, batch);
+                }
             }
         }
         return;
