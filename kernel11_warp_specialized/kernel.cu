@@ -213,7 +213,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kStages = Tile<kHeadDim>::kStages;  // K/V slots in the ring
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
-    static_assert(kBlockN % 64 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys; whole column blocks of V");
+    static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys (a TMA box of at most 256 rows), whole k16 steps of P V");
     static_assert(kHeadDim % 64 == 0, "whole 128-byte column blocks");
     /* The register split: the producer gives up all but kProducerRegs per thread, the consumers take
      * kConsumerRegs; the SM's 65536 registers must hold both (setmaxnreg waits until they do). */
