@@ -3,7 +3,8 @@
 # the winner per (head_dim, causal). Each candidate is the stage rebuilt with -DFLASH_TILE_D64 /
 # -DFLASH_TILE_D128 = the numbers of its TileShape (stage 08: "kBlockM, kBlockN, kNWarps,
 # kMinBlocks"; stage 09: "kBlockM, kBlockN, kNWarpgroups, kMinBlocks"; stage 10: the same and
-# kStages); a candidate may end in "+st16" (stage 10: -DFLASH_O_TMA_STORE=0, O leaves by 16-byte
+# kStages; stage 11: kBlockM, kBlockN, consumer warpgroups, consumer registers, kStages,
+# blocks/SM); a candidate may end in "+st16" (stage 10: -DFLASH_O_TMA_STORE=0, O leaves by 16-byte
 # stores instead of TMA stores).
 # The shapes that ship are the defaults compiled into the kernel.cu, never searched at run time.
 # Candidates that spill are reported and skipped. Every timing is a checked ./run, appended to
