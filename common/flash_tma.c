@@ -18,7 +18,8 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
  * calls of a process may come from several host threads at once (tests/test_api.py --threads does
  * exactly that), and the runtime's entry-point query is not documented as safe to race with itself.
  * It asks for the function as of CUDA 12.0, the version whose signature is above (the runtime's
- * cudaGetDriverEntryPoint without a version is deprecated since CUDA 12.5). */
+ * cudaGetDriverEntryPoint without a version is deprecated since CUDA 12.5, and the versioned one
+ * does not exist before it). */
 static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;
 static encode_tiled_fn encode_tiled;
 static cudaError_t lookup_err;
@@ -27,7 +28,12 @@ static enum cudaDriverEntryPointQueryResult lookup_found;
 static void lookup_encode_tiled(void) {
     void *ptr = NULL;
     lookup_found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
     lookup_err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &lookup_found);
+#else
+    /* Toolkits before 12.5 have only the unversioned lookup, which returns the same function. */
+    lookup_err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &ptr, cudaEnableDefault, &lookup_found);
+#endif
     if (lookup_err == cudaSuccess && lookup_found == cudaDriverEntryPointSuccess) encode_tiled = (encode_tiled_fn)ptr;
 }
 
