@@ -143,6 +143,7 @@ $(BUILD)/kernel$(1).o: $(call STAGE_DIR,$(1))/kernel.cu $(COMMON_HEADERS) | have
 	  || { cat $(BUILD)/kernel$(1).ptxas.txt; exit 1; }
 	@grep -v -e '^ptxas info' -e 'bytes stack frame' -e 'Used [0-9]* registers' -e 'Compiling entry' \
 	    -e 'Function properties' -e '^ *$$$$' $(BUILD)/kernel$(1).ptxas.txt >&2 || true
+	@grep -E 'C75(0[8]|1[0-9])' $(BUILD)/kernel$(1).ptxas.txt >&2 || true
 
 $(BUILD)/kernel$(1): $(BUILD)/kernel$(1).o $(HARNESS_OBJ) $(API_OBJ)
 	$(NVCC) $(ARCH) $$^ -o $$@ $(LDLIBS)

@@ -6,6 +6,8 @@
 #   stage_ptx_checks  NN LABEL PTX    the technique's PTX instructions (PTX for the stage's own arch)
 #   stage_sass_checks NN LABEL SASS   the same in SASS (cuobjdump -sass), where cuobjdump exists
 #   stage_spill_check LABEL INFO      ptxas -v output INFO: no spill, no stack frame
+#   stage_async_check LABEL INFO      ptxas -v output INFO: no wgmma serialised or wait injected
+#                                     (C7510-C7519), no setmaxnreg ignored (C7508)
 #
 # Each check reports through ok LABEL / bad LABEL WHY, which the caller defines (tests/lib.sh).
 
@@ -116,5 +118,20 @@ stage_spill_check() {
         bad "$label no spills" "$(grep -E 'bytes (stack|spill)' "$info" | grep -v '^ *0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads' | head -2)"
     else
         ok "$label no spills ($(grep -c 'Compiling entry' "$info") kernels, $(grep -o 'Used [0-9]* registers' "$info" | sort -u | tr '\n' ' '))"
+    fi
+}
+
+# stage_async_check LABEL INFO: ptxas reports, as "info" lines that a build does not show, when it
+# serialises wgmma or injects a wait (C7510-C7519: an ordinary instruction touched an operand or
+# accumulator register of an unfinished wgmma) and when it ignores setmaxnreg (C7508: no register
+# cap at entry). Either silently undoes what a Hopper stage is about.
+stage_async_check() {
+    local label=$1 info=$2
+    if [ ! -s "$info" ]; then
+        bad "$label wgmma stays asynchronous" "$info missing (run make all first)"
+    elif grep -qE 'C75(0[8]|1[0-9])' "$info"; then
+        bad "$label wgmma stays asynchronous" "$(grep -E 'C75(0[8]|1[0-9])' "$info" | head -1 | cut -c1-200)"
+    else
+        ok "$label wgmma stays asynchronous (no C7508/C7510-C7519 from ptxas)"
     fi
 }

@@ -27,6 +27,7 @@ check_stage() {  # check_stage NN DIR ARCH
     fi
     stage_ptx_checks "$nn" "$dir" "$ptx"
     stage_spill_check "$dir" "$BUILD/kernel$nn.ptxas.txt"
+    case $arch in *a) stage_async_check "$dir ($arch)" "$BUILD/kernel$nn.ptxas.txt" ;; esac
     # SASS: the PTX above became the expected machine code (for sm_90, or the stage's own arch).
     if [ "$have_sass" = 1 ] && [ -f "$BUILD/kernel$nn.o" ]; then
         local sass="$OUT/kernel$nn.sass" sass_arch=sm_90
