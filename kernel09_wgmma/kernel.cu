@@ -18,8 +18,9 @@
  * Changed:   qk_tile and pv_tile issue wgmma (common/hopper.cuh) instead of ldmatrix + mma.sync; the
  *            shared-memory layout is the 128-byte swizzle of common/hopper.cuh (column blocks of 64)
  *            instead of stage 05's XOR over whole rows; each warp holds 16 rows (one m-tile), so the
- *            m-tile index of stage 08 is gone; tiles are 128 x 128 with two warpgroups; one tile per
- *            copy (two K/V slots); the ldmatrix bases are gone.
+ *            m-tile index of stage 08 is gone; 128 query rows in two warpgroups, 128 keys per
+ *            tile at head_dim 128 and 64 (two blocks per SM) at head_dim 64 (make tune K=09); one
+ *            tile per copy (two K/V slots); the ldmatrix bases are gone.
  * Bottleneck: K_j and V_j still arrive by cp.async, issued by every thread between its GEMMs, and
  *            one __syncthreads per tile keeps the two warpgroups in step; stage 10 hands the copies
  *            to the TMA unit.

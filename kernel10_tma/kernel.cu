@@ -16,11 +16,13 @@
  *            - tails: rows past seqlen come in as zeros from the engine (the box is clipped
  *              against the tensor, per batch), so no predicates; GQA: the K/V head is a
  *              coordinate of the box;
- *            - O leaves through 16-byte stores from the staged tile, as before (docs/10_tma.md
- *              compares a TMA store).
+ *            - O leaves by TMA store too: each warpgroup stages its rows as before and one thread
+ *              sends them, clipped at seqlen_q by the engine (make tune K=10 timed it against
+ *              stage 09's 16-byte stores: docs/10_tma.md).
  * Changed:   load_tile issues TMA boxes instead of the CopyPlan's cp.async; the kernel takes the
  *            tensor maps as __grid_constant__ parameters and keeps its mbarriers in shared memory;
- *            cp_async_wait + fence + the K/V part of __syncthreads become mbarrier waits; the
+ *            cp_async_wait + fence + the K/V part of __syncthreads become mbarrier waits; K/V
+ *            slots are a ring of kStages (two by default); the epilogue ends in a TMA store; the
  *            launch encodes the maps (common/flash_tma.h).
  * Bottleneck: every warp still issues both GEMMs and the softmax in one instruction stream, and a
  *            __syncthreads per tile still tells the copy thread that a slot is free; stage 11 gives
@@ -63,8 +65,9 @@ template <int kHeadDim> struct Tile;
 template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
 template <> struct Tile<128> : TileShape<FLASH_TILE_D128> {};
 
-/* O leaves through 16-byte stores from the staged tile (0) or by TMA store (1): docs/10_tma.md
- * times both with `make tune`-style builds and says why the default is the faster one. */
+/* O leaves by TMA store (1) or, as in stage 09, by 16-byte stores from the staged tile (0):
+ * `make tune K=10` times both (its "+st16" candidates), and docs/10_tma.md says why the default is
+ * the TMA store. */
 #ifndef FLASH_O_TMA_STORE
 #define FLASH_O_TMA_STORE 1
 #endif
