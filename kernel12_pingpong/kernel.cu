@@ -222,10 +222,16 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys (a TMA box of at most 256 rows), whole k16 steps of P V");
     static_assert(kHeadDim % 64 == 0, "whole 128-byte column blocks");
     /* The register split: the producer gives up all but kProducerRegs per thread, the consumers take
-     * kConsumerRegs; the SM's 65536 registers must hold both (setmaxnreg waits until they do). */
+     * kConsumerRegs. setmaxnreg trades registers inside the block only: the block starts with
+     * kLaunchRegs per thread (what __launch_bounds__ lets ptxas give each of kMinBlocks blocks of
+     * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
+     * block's pool, and the increase waits until that pool holds what it asks for. Asking for
+     * more than the block owns waits forever. */
     constexpr int kProducerRegs = 24, kConsumerRegs = Tile<kHeadDim>::kConsumerRegs;
-    static_assert(Tile<kHeadDim>::kMinBlocks * (128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs) <= 65536,
-                  "the register file holds the split of every block");
+    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim>::kMinBlocks * kNThreads)) / 8 * 8;
+    static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
+                  "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
+    static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
     static_assert(kNConsumers == 2, "ping-pong takes turns between two consumer warpgroups");
     /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
      * turn of consumer c on the tensor cores. */
