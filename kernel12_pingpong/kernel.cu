@@ -12,10 +12,8 @@
  *            cores idle.
  * Changed:   the loop issues both GEMMs of a tile together between a named-barrier wait for its
  *            turn and an arrival that hands the turn over; O is rescaled before the turn; S is
- *            waited for with wgmma_wait<1> (P V may still run); the first tile is peeled off and the
- *            loop body is a step run on two alternating P buffers (no copy of the next P while the
- *            P V reads the last one: with S and P V in one batch, ptxas serialised the wgmma over
- *            that copy, warning C7513); qk_tile and pv_tile leave the fence to the caller.
+ *            waited for with wgmma_wait<1> (P V may still run); the first tile is peeled off the
+ *            loop; qk_tile and pv_tile leave the fence to the caller (gemm_fence, once per turn).
  * Bottleneck: (measured on the H200: docs/12_pingpong.md)
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ea69966): 595.9 TFLOP/s (171%
  *            of FA2), 1.10x stage 11; causal 544.0 (172% of FA2).
@@ -111,15 +109,14 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
 }
 
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
- * each row, returns the rescale factor alpha of the O rows and P = exp2(scale_log2 (S - m)) packed
- * into A fragments: the accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows g
- * and g+8 in exactly the places the A fragment of k16 step kk wants them (the wgmma accumulator
- * fragment is mma.sync's, warp by warp). A row's scores are spread over the 4 lanes of a quad; the
- * max must agree across the quad every tile (all four lanes subtract the same m), the sum need not
- * until the end. */
-template <typename T, int kNTilesS>
+ * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m))
+ * in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
+ * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
+ * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
+ * tile (all four lanes subtract the same m), the sum need not until the end. */
+template <int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                             uint32_t (&p_frag)[kNTilesS / 2][4], float scale_log2) {
+                                             float scale_log2) {
     /* Two partial maxima per row (even and odd key columns): chains half as long. */
     float m_part[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
 #pragma unroll
@@ -150,6 +147,13 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
         }
 #pragma unroll
     for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + (p_sum[h][0] + p_sum[h][1]);
+}
+
+/* P, from S's registers, packed into the A fragments of P V: the accumulators of S tiles 2kk and
+ * 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the places the A fragment of k16
+ * step kk wants them (the wgmma accumulator fragment is mma.sync's, warp by warp). */
+template <typename T, int kNTilesS>
+__device__ __forceinline__ void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kNTilesS / 2][4]) {
 #pragma unroll
     for (int kk = 0; kk < kNTilesS / 2; ++kk) {
         p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
@@ -385,17 +389,16 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         wgmma_hold(acc_s);
         if (releases) mbarrier_arrive(empty_k_u32);
         if (n_block >= n_masked) mask_tile(acc_s, row_g, n_block * kBlockN, p, diag);
-        softmax_tile<T>(acc_s, m, l, alpha, p_frag, scale_log2);
+        softmax_tile(acc_s, m, l, alpha, scale_log2);
+        pack_p<T>(acc_s, p_frag);
     }
 
-    /* One tile of the main loop: the P V of tile j + 1 (P in p_in), S and the softmax of tile j
-     * (P into p_out). Two P buffers, alternating, so that no copy of the next P into the operand
-     * of the P V still in flight is ever needed: ptxas serialises the wgmma when an ordinary
-     * instruction writes an operand register of an unfinished one. */
-    auto tile_step = [&](int n_block, const uint32_t (&p_in)[kKStepsPV][4], uint32_t (&p_out)[kKStepsPV][4]) {
+    /* The main loop: the P V of tile j + 1 and S of tile j in one turn, then the softmax of tile j
+     * while the tensor cores finish this warpgroup's P V and run the other warpgroup's GEMMs. */
+    for (int n_block = n_blocks - 2; n_block >= 0; --n_block) {
         const int col0 = n_block * kBlockN;
         /* Tile j is the i-th of the block: its slot, and the parity of the phase its copy completes;
-         * V_{j+1}, whose P V this step runs, is the (i - 1)-th. */
+         * V_{j+1}, whose P V this iteration runs, is the (i - 1)-th. */
         const int i = n_blocks - 1 - n_block;
         const int stage = i % kStages, stage_prev = (i - 1) % kStages;
         mbarrier_wait(full_k_u32 + 8 * stage, (i / kStages) & 1);
@@ -409,7 +412,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         gemm_fence(acc_s, acc_o);
         named_barrier_sync(kTurnBarrier + consumer, 256);
         qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
-        pv_tile<T, kHeadDim, kBlockN>(acc_o, p_in, sV_u32 + stage_prev * kSlotBytes);
+        pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
         if (consumer == 0 || n_block > 0) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
 
         /* S first: its group was committed first, the P V group may still run. */
@@ -417,37 +420,24 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         wgmma_hold(acc_s);
         if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
         if (n_block >= n_masked) mask_tile(acc_s, row_g, col0, p, diag);
-        /* The softmax of tile j runs while the tensor cores finish this warpgroup's P V and then
-         * run the other warpgroup's GEMMs. */
-        softmax_tile<T>(acc_s, m, l, alpha, p_out, scale_log2);
+        softmax_tile(acc_s, m, l, alpha, scale_log2);
         wgmma_wait<0>();
         wgmma_hold(acc_o);
         if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
-    };
+        /* Until the wait, p_frag was the tensor core's operand: only now may it change. */
+        pack_p<T>(acc_s, p_frag);
+    }
     /* The last P V: V_0 was in the last copy, whose barrier nobody has waited for yet. Its slot is
-     * never refilled, so it is not released. */
-    auto last_pv = [&](const uint32_t (&p_in)[kKStepsPV][4]) {
-        const int i_last = n_blocks - 1;
-        mbarrier_wait(full_v_u32 + 8 * (i_last % kStages), (i_last / kStages) & 1);
-        rescale_o<kHeadDim>(acc_o, alpha);
-        wgmma_hold(acc_o);
-        wgmma_fence();
-        pv_tile<T, kHeadDim, kBlockN>(acc_o, p_in, sV_u32 + (i_last % kStages) * kSlotBytes);
-        wgmma_wait<0>();
-        wgmma_hold(acc_o);
-    };
-    uint32_t p_other[kKStepsPV][4];
-    int n_block = n_blocks - 2;
-    for (; n_block >= 1; n_block -= 2) {
-        tile_step(n_block, p_frag, p_other);
-        tile_step(n_block - 1, p_other, p_frag);
-    }
-    if (n_block == 0) {
-        tile_step(0, p_frag, p_other);
-        last_pv(p_other);
-    } else {
-        last_pv(p_frag);
-    }
+     * never refilled, so it is not released. It needs no turn: only P V is left, of this
+     * warpgroup and of the other, and the turns exist to interleave softmaxes with GEMMs. */
+    const int i_last = n_blocks - 1;
+    mbarrier_wait(full_v_u32 + 8 * (i_last % kStages), (i_last / kStages) & 1);
+    rescale_o<kHeadDim>(acc_o, alpha);
+    wgmma_hold(acc_o);
+    wgmma_fence();
+    pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + (i_last % kStages) * kSlotBytes);
+    wgmma_wait<0>();
+    wgmma_hold(acc_o);
 
     /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
      * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
