@@ -16,9 +16,7 @@
  * Changed:   the producer branch replaces thread 0's copies inside the loop; full/empty barrier
  *            pairs replace the full barriers and the __syncthreads; the consumers' warp and row
  *            indices start after the producer's warpgroup; mask_tile takes the thread's row;
- *            TileShape gives the consumers' register count instead of blocks per SM; the softmax
- *            leaves P in S's registers and pack_p packs it after the wait for the P V before, so
- *            one set of P fragments is live instead of two (what lets 176-key tiles fit).
+ *            TileShape gives the consumers' register count instead of blocks per SM.
  * Bottleneck: (measured on the H200: docs/11_warp_specialized.md)
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ea69966): 542.1 TFLOP/s (156%
  *            of FA2), 1.08x stage 10; causal 521.6 (165% of FA2).
@@ -114,14 +112,15 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
 }
 
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
- * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m))
- * in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
- * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
- * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
- * tile (all four lanes subtract the same m), the sum need not until the end. */
-template <int kNTilesS>
+ * each row, returns the rescale factor alpha of the O rows and P = exp2(scale_log2 (S - m)) packed
+ * into A fragments: the accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows g
+ * and g+8 in exactly the places the A fragment of k16 step kk wants them (the wgmma accumulator
+ * fragment is mma.sync's, warp by warp). A row's scores are spread over the 4 lanes of a quad; the
+ * max must agree across the quad every tile (all four lanes subtract the same m), the sum need not
+ * until the end. */
+template <typename T, int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                             float scale_log2) {
+                                             uint32_t (&p_frag)[kNTilesS / 2][4], float scale_log2) {
     /* Two partial maxima per row (even and odd key columns): chains half as long. */
     float m_part[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
 #pragma unroll
@@ -152,13 +151,6 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
         }
 #pragma unroll
     for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + (p_sum[h][0] + p_sum[h][1]);
-}
-
-/* P, from S's registers, packed into the A fragments of P V: the accumulators of S tiles 2kk and
- * 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the places the A fragment of k16
- * step kk wants them (the wgmma accumulator fragment is mma.sync's, warp by warp). */
-template <typename T, int kNTilesS>
-__device__ __forceinline__ void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kNTilesS / 2][4]) {
 #pragma unroll
     for (int kk = 0; kk < kNTilesS / 2; ++kk) {
         p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
@@ -378,7 +370,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         if (n_block >= n_masked) mask_tile(acc_s, row_g, col0, p, diag);
 
         if (n_block == n_blocks - 1) {
-            softmax_tile(acc_s, m, l, alpha, scale_log2);
+            softmax_tile<T>(acc_s, m, l, alpha, p_frag, scale_log2);
         } else {
             /* O *= alpha of tile j + 1, then its P V starts on the tensor cores while this
              * warpgroup computes the softmax of tile j. */
@@ -386,13 +378,17 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             mbarrier_wait(full_v_u32 + 8 * stage_prev, ((i - 1) / kStages) & 1);
             rescale_o<kHeadDim>(acc_o, alpha);
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-            softmax_tile(acc_s, m, l, alpha, scale_log2);
+            uint32_t p_next[kKStepsPV][4];
+            softmax_tile<T>(acc_s, m, l, alpha, p_next, scale_log2);
             wgmma_wait<0>();
             wgmma_hold(acc_o);
             if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+            /* Until the wait, p_frag was the tensor core's operand: only now may it change. */
+#pragma unroll
+            for (int kk = 0; kk < kKStepsPV; ++kk)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) p_frag[kk][r] = p_next[kk][r];
         }
-        /* Until the wait, p_frag was the tensor core's operand: only now may it change. */
-        pack_p<T>(acc_s, p_frag);
     }
     /* The last P V: V_0 was in the last copy, whose barrier nobody has waited for yet. Its slot is
      * never refilled, so it is not released. */
