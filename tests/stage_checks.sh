@@ -69,6 +69,20 @@ stage_ptx_checks() {
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "cp.async (non-bulk)" "$CPASYNC"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
+    11) want "$dir" "$ptx" "setmaxnreg (producer down)" "setmaxnreg\.dec\.sync\.aligned\.u32"
+        want "$dir" "$ptx" "setmaxnreg (consumers up)" "setmaxnreg\.inc\.sync\.aligned\.u32"
+        want "$dir" "$ptx" "TMA tensor loads" "$TMA_LOAD"
+        want "$dir" "$ptx" "empty-slot arrivals" "mbarrier\.arrive\.release"
+        want "$dir" "$ptx" "mbarrier parity wait" "mbarrier\.try_wait\.parity"
+        want "$dir" "$ptx" "wgmma from two descriptors (S = Q K^T)" "$WGMMA_SS"
+        want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
+    12) want "$dir" "$ptx" "named barrier wait (a turn on the tensor cores)" "bar\.sync"
+        want "$dir" "$ptx" "named barrier arrival (the turn handed over)" "bar\.arrive"
+        want "$dir" "$ptx" "setmaxnreg" "setmaxnreg\.inc\.sync\.aligned\.u32"
+        want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
+        want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
     *)  bad "$dir instruction checks" "tests/stage_checks.sh has no case for stage $nn: say what its PTX must hold" ;;
     esac
     case $nn in 04|05|06|07|08) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA" ;; esac
@@ -87,6 +101,10 @@ stage_sass_checks() {
     09) want "$label" "$sass" "HGMMA" "HGMMA"; unwanted "$label" "$sass" "HMMA" "HMMA"; want "$label" "$sass" "LDGSTS" "LDGSTS" ;;
     10) want "$label" "$sass" "HGMMA" "HGMMA"; unwanted "$label" "$sass" "HMMA" "HMMA"
         want "$label" "$sass" "UTMALDG" "UTMALDG"; want "$label" "$sass" "UTMASTG" "UTMASTG"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "LDGSTS" "LDGSTS" ;;
+    11) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "UTMALDG" "UTMALDG"
+        want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
+    12) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "HGMMA" "HGMMA"
+        want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
     esac
 }

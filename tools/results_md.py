@@ -247,6 +247,8 @@ TUNE_SHAPES = {
     "08": ("M x N x warps x blocks/SM", False),
     "09": ("M x N x warpgroups x blocks/SM", False),
     "10": ("M x N x warpgroups x blocks/SM x stages", True),
+    "11": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
+    "12": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
 }
 TUNE_ST16 = "+st16"
 O_STORE = {False: "TMA store", True: "16-byte stores"}  # keyed by "ends in TUNE_ST16"

@@ -3,7 +3,8 @@
 # the winner per (head_dim, causal). Each candidate is the stage rebuilt with -DFLASH_TILE_D64 /
 # -DFLASH_TILE_D128 = the numbers of its TileShape (stage 08: "kBlockM, kBlockN, kNWarps,
 # kMinBlocks"; stage 09: "kBlockM, kBlockN, kNWarpgroups, kMinBlocks"; stage 10: the same and
-# kStages); a candidate may end in "+st16" (stage 10: -DFLASH_O_TMA_STORE=0, O leaves by 16-byte
+# kStages; stages 11 and 12: kBlockM, kBlockN, consumer warpgroups, consumer registers,
+# kStages, blocks/SM); a candidate may end in "+st16" (stage 10: -DFLASH_O_TMA_STORE=0, O leaves by 16-byte
 # stores instead of TMA stores).
 # The shapes that ship are the defaults compiled into the kernel.cu, never searched at run time.
 # Candidates that spill are reported and skipped. Every timing is a checked ./run, appended to
@@ -36,6 +37,10 @@ case $NN in
     DEF_D64="128,128,2,1 128,64,2,2 192,128,3,1" ;;
 10) DEF_D128="128,128,2,1,3 128,128,2,1,3+st16 128,128,2,1,2 128,64,2,1,4"
     DEF_D64="128,64,2,2,3 128,64,2,2,3+st16 128,64,2,2,2 128,64,2,2,4 128,128,2,1,2" ;;
+11) DEF_D128="128,128,2,240,2,1 128,128,2,240,3,1 128,176,2,240,2,1"
+    DEF_D64="128,128,2,240,2,1 192,64,3,160,2,1 192,64,3,160,3,1" ;;
+12) DEF_D128="128,128,2,240,2,1 128,128,2,240,3,1 128,176,2,240,2,1"
+    DEF_D64="128,128,2,240,2,1 128,128,2,240,3,1" ;;
 *)  echo "make tune: stage $NN has no tile candidates (tools/tune.sh)" >&2; exit 2 ;;
 esac
 CANDIDATES_D128=${CANDIDATES_D128:-$DEF_D128}
@@ -79,7 +84,8 @@ for d in 128 64; do
         for causal in 0 1; do
             # The headline problem, with heads * head_dim kept at 2048 for d64 (the sweep's 4k point).
             log="$T/log_${d}_${shape}_$causal.txt"
-            if ! "$bin" --stage "$((10#$NN))" --head-dim "$d" --heads $((2048 / d)) --causal "$causal" --csv "$T/last.csv" >"$log" 2>&1; then
+            # A candidate that hangs (a setmaxnreg split the block cannot pay, say) fails, after 120 s.
+            if ! timeout 120 "$bin" --stage "$((10#$NN))" --head-dim "$d" --heads $((2048 / d)) --causal "$causal" --csv "$T/last.csv" >"$log" 2>&1; then
                 echo "tune: d$d $shape causal=$causal failed: $(tail -2 "$log")"; continue
             fi
             # Name the candidate in the row, then keep it: the CSV is the record of this tuning run.
