@@ -249,6 +249,7 @@ TUNE_SHAPES = {
     "10": ("M x N x warpgroups x blocks/SM x stages", True),
     "11": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
     "12": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
+    "13": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
 }
 TUNE_ST16 = "+st16"
 O_STORE = {False: "TMA store", True: "16-byte stores"}  # keyed by "ends in TUNE_ST16"
