@@ -186,9 +186,8 @@ __device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const u
 /* Before a turn's wgmma: the accumulators' and P's last ordinary writes (zeroing, rescaling,
  * packing) are ordered before the tensor core reads them. */
 template <int kNTilesS, int kNTilesO>
-__device__ __forceinline__ void gemm_fence(float (&acc_s0)[kNTilesS][4], float (&acc_s1)[kNTilesS][4], float (&acc_o)[kNTilesO][4]) {
-    wgmma_hold(acc_s0);
-    wgmma_hold(acc_s1);
+__device__ __forceinline__ void gemm_fence(float (&acc_s)[kNTilesS][4], float (&acc_o)[kNTilesO][4]) {
+    wgmma_hold(acc_s);
     wgmma_hold(acc_o);
     wgmma_fence();
 }
@@ -351,8 +350,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * warpgroup, and its wait has seen them complete. */
     const bool releases = threadIdx.x % 128 == 0;
 
-    /* Software pipeline, as in stage 10: V trails K by one tile. Iteration j reads K_j and
-     * V_{j+1}. */
+    /* Software pipeline: V trails K by one tile as in stage 10, and S runs a tile ahead of the
+     * softmax: the step of tile t issues S_{t+1} and reads V_{t-1}. */
     mbarrier_wait(bar_q_u32, 0);
 
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
@@ -382,19 +381,22 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * is being read by the softmax while S_{t+1} is being written by the tensor cores. */
     float s_a[kNTilesS][4], s_b[kNTilesS][4];
 
-    /* The first turn: S_0, and S_1 behind it. No P V yet. A block of one tile issues S_1 as well,
-     * from a slot no copy has filled, and never reads it: a wgmma issued on one path only would
-     * make ptxas fence every wgmma of the kernel (info C7519), a far larger cost than one idle
-     * product in the shortest blocks. */
+    /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for both
+     * (below). A block of one tile issues S_1 as well, from a slot no copy has filled, and never
+     * reads it: a wgmma issued on one path only would make ptxas fence every wgmma of the kernel
+     * (info C7519), a far larger cost than one idle product in the shortest blocks. */
     {
         const bool has_next = n_blocks > 1;
         mbarrier_wait(full_k_u32, 0);
         if (has_next) mbarrier_wait(full_k_u32 + 8 * (1 % kStages), (1 / kStages) & 1);
-        gemm_fence(s_a, s_b, acc_o);
+        wgmma_hold(s_b);
+        gemm_fence(s_a, acc_o);
         named_barrier_sync(kTurnBarrier + consumer, 256);
         qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32);
         qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (1 % kStages) * kSlotBytes);
         if (consumer == 0 || has_next) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+        /* Both: S_1 left running into the loop, whose two copies of the step hold it in
+         * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
         wgmma_wait<0>();
         wgmma_hold(s_a);
         wgmma_hold(s_b);
@@ -415,14 +417,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         /* O *= alpha of tile tile - 1 before its P V is issued below. */
         rescale_o<kHeadDim>(acc_o, alpha);
 
-        gemm_fence(s_next, s_next, acc_o);
+        gemm_fence(s_next, acc_o);
         named_barrier_sync(kTurnBarrier + consumer, 256);
         if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
         pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
         if (consumer == 0 || n_block > 0) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
 
-        /* S_t: committed a turn ago, before the two groups just issued (in tile 1 it may still be
-         * running: the first turn waited only for S_0). Groups complete in order. */
+        /* S_t: committed a turn ago, and complete since the last wait of the step before (or of
+         * the first turn); the two groups just issued may run on. Groups complete in order. */
         if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
         wgmma_hold(s_cur);
         if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
