@@ -13,7 +13,10 @@
  *            turn issues S_{t+1} and the P V of tile t - 1 and waits with wgmma_wait<2> for S_t;
  *            the last tile's turn has no next S (the loop is unrolled by two, the roles of the two
  *            sets alternating, and the last step peeled); tiles of 96 keys by default, because
- *            two S tiles of 128 keys, O and P do not fit 240 registers at head_dim 128.
+ *            two S tiles of 128 keys, O and P do not fit 240 registers at head_dim 128. Tuning: a
+ *            persistent grid (one block per SM working through query tiles; O staged in a tile of
+ *            its own and Q_i guarded by a full/empty pair, so the producer loads the next query
+ *            tile while the consumers finish the last), FLASH_PERSISTENT=0 for one block per tile.
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
  * Measured:  (make bench on an H200 fills this in: tools/results_md.py)
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
@@ -26,6 +29,7 @@
 #include "hopper.cuh"
 #include "ptx.cuh"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -194,22 +198,51 @@ __device__ __forceinline__ void gemm_fence(float (&acc_s)[kNTilesS][4], float (&
 
 /* A query tile whose rows all see no key (causal, seqlen_q - seqlen_k >= kBlockM) has nothing to
  * compute: FlashAttention-2 writes its O rows as zeros and its LSE as +inf, and loads nothing. The
- * block returns right after this, before its first copy or barrier, so it never touches shared
- * memory (a block that staged O over a Q tile still in flight would race with its own copies). */
-template <typename T, int kHeadDim, int kRows, int kNThreads>
-__device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0) {
+ * consumers write them straight to global memory (thread `thread` of `nthreads`), without the
+ * shared-memory staging of O and without a turn. */
+template <typename T, int kHeadDim, int kRows>
+__device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0, int thread, int nthreads) {
     const int64_t row_stride = (int64_t)p.heads_q * kHeadDim;
     T *o = (T *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
     const int valid_rows = p.seqlen_q - row0;
     constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
-    for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kNThreads) {
+    for (int c = thread; c < kRows * kChunksPerRow; c += nthreads) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
         if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
     }
     if (p.lse) {
         float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
-        for (int row = threadIdx.x; row < min(kRows, valid_rows); row += kNThreads) lse[row] = INFINITY;
+        for (int row = thread; row < min(kRows, valid_rows); row += nthreads) lse[row] = INFINITY;
     }
+}
+
+/* One query tile of the work: tile w of num_m * heads_q * batch, query blocks fastest (consecutive
+ * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first, so
+ * that the last tiles of the grid are short ones. n_blocks K/V tiles to visit (0: no key at
+ * all); from n_masked on they need the mask. */
+struct TileWork {
+    int m_block, head, batch, row0, n_blocks, n_masked;
+};
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int num_m) {
+    TileWork tw;
+    const int m_rank = w % num_m, hb = w / num_m;
+    tw.m_block = p.causal ? num_m - 1 - m_rank : m_rank;
+    tw.head = hb % p.heads_q;
+    tw.batch = hb / p.heads_q;
+    tw.row0 = tw.m_block * kBlockM;
+    /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
+     * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
+     * wholly masked and never loaded. */
+    const int diag = p.seqlen_k - p.seqlen_q;
+    int n_end = p.seqlen_k;
+    if (p.causal) n_end = min(n_end, max(0, tw.row0 + kBlockM + diag));
+    tw.n_blocks = (n_end + kBlockN - 1) / kBlockN;
+    /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
+     * diagonal of this tile's first row; the tiles below it need no mask at all. */
+    tw.n_masked = p.seqlen_k / kBlockN;
+    if (p.causal) tw.n_masked = min(tw.n_masked, max(0, (tw.row0 + diag + 1) / kBlockN));
+    return tw;
 }
 
 template <typename T, int kHeadDim>
@@ -244,57 +277,47 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kKStepsPV = kBlockN / 16;  // k16 steps of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
-    /* Q_i, then a ring of kStages K/V slots: the i-th K/V tile the block visits (K_{n-1-i}) lives in
-     * slot i % kStages. Every tile starts on a 1024-byte boundary (tile sizes are multiples of 8
-     * rows x 128 bytes), because the swizzle wgmma applies is a function of the address bits; the
-     * base is rounded up to one (the launch adds 1 KiB). */
+    /* Q_i, O's staging tile, then a ring of kStages K/V slots: the i-th K/V tile the block loads
+     * (counted over all its query tiles) lives in slot i % kStages. Every tile starts on a
+     * 1024-byte boundary (tile sizes are multiples of 8 rows x 128 bytes), because the swizzle
+     * wgmma applies is a function of the address bits; the base is rounded up to one (the launch
+     * adds 1 KiB). O has a tile of its own so that the next Q_i can land while O leaves. */
     extern __shared__ unsigned char smem_raw[];
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
     unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
-    T *sQ = reinterpret_cast<T *>(smem);  // Q_i [kBlockM, kHeadDim], read every tile; later O
+    constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(T);
+    T *sO = reinterpret_cast<T *>(smem + kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
+    const uint32_t sO_u32 = sQ_u32 + kQBytes;
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
     constexpr uint32_t kSlotBytes = 2 * kTileBytes;  // a slot: K_j then V_j
-    const uint32_t sK_u32 = sQ_u32 + kBlockM * kHeadDim * sizeof(T), sV_u32 = sK_u32 + kTileBytes;
+    const uint32_t sK_u32 = sO_u32 + kQBytes, sV_u32 = sK_u32 + kTileBytes;
     /* The ring's barriers, a pair per slot and tensor. "full" (arrival count 1: the producer's
      * expect-tx) completes when the tile has landed; "empty" (arrival count kNConsumers: one
      * arrival per consumer warpgroup) when every consumer is done reading it. The u-th use of a slot
-     * completes phase u of its full barrier and phase u of its empty barrier, named by parity u & 1. */
-    __shared__ __align__(8) uint64_t bar_q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+     * completes phase u of its full barrier and phase u of its empty barrier, named by parity u & 1.
+     * Q_i has such a pair too: the q-th query tile of the block completes phase q of both. */
+    __shared__ __align__(8) uint64_t bar_q, empty_q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
 
-    /* Causal query tiles further down have more keys to visit: launch those first so that the
-     * last wave is made of short blocks. */
-    const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int head = blockIdx.y, batch = blockIdx.z;
-    const int head_kv = head / (p.heads_q / p.heads_kv);  // GQA: heads_q / heads_kv query heads share one K/V head
+    /* The block's query tiles: w = blockIdx.x, blockIdx.x + gridDim.x, ... A grid of one block per
+     * tile gives each block one; a persistent grid (one block per SM, FLASH_PERSISTENT) gives each
+     * block several in turn, and its producer loads the next tile's Q and K/V while the consumers
+     * finish the last. */
+    const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
+    const int num_tiles = num_m * p.heads_q * p.batch;
+    const int diag = p.seqlen_k - p.seqlen_q;
+    const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warpgroup = warp / 4;  // 0: the producer; 1 .. kNConsumers: the consumers
     const int g = lane / 4, t = lane % 4;  // fragment coordinates: row group and thread in quad
 
-    const int row0 = m_block * kBlockM;  // first query row of Q_i
-    /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
-     * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
-     * wholly masked and never loaded. */
-    const int diag = p.seqlen_k - p.seqlen_q;
-    int n_end = p.seqlen_k;
-    if (p.causal) n_end = min(n_end, max(0, row0 + kBlockM + diag));
-    const int n_blocks = (n_end + kBlockN - 1) / kBlockN;
-    if (n_blocks == 0) {
-        store_empty_tile<T, kHeadDim, kBlockM, kNThreads>(p, batch, head, row0);
-        return;
-    }
-
-    /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
-     * diagonal of this tile's first row; the tiles below it need no mask at all. */
-    int n_masked = p.seqlen_k / kBlockN;
-    if (p.causal) n_masked = min(n_masked, max(0, (row0 + diag + 1) / kBlockN));
-
     /* Thread 0 initialises the barriers and publishes them to the copy engine (the async proxy)
      * and, through the one __syncthreads of the kernel, to every thread. */
-    const uint32_t bar_q_u32 = smem_u32(&bar_q);
+    const uint32_t bar_q_u32 = smem_u32(&bar_q), empty_q_u32 = smem_u32(&empty_q);
     const uint32_t full_k_u32 = smem_u32(&full_k[0]), full_v_u32 = smem_u32(&full_v[0]);
     const uint32_t empty_k_u32 = smem_u32(&empty_k[0]), empty_v_u32 = smem_u32(&empty_v[0]);
     if (threadIdx.x == 0) {
         mbarrier_init(bar_q_u32, 1);
+        mbarrier_init(empty_q_u32, kNConsumers);
         for (int s = 0; s < kStages; ++s) {
             mbarrier_init(full_k_u32 + 8 * s, 1);
             mbarrier_init(full_v_u32 + 8 * s, 1);
@@ -312,26 +335,37 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             tma_prefetch_map(&map_q);
             tma_prefetch_map(&map_k);
             tma_prefetch_map(&map_v);
-            load_tile<kHeadDim, kBlockM>(sQ_u32, &map_q, bar_q_u32, head, row0, batch);
-            /* Tile i goes into slot i % kStages once the consumers have released that slot's
-             * previous tile, i - kStages: the (i / kStages)-th use of the slot waits for phase
-             * i / kStages - 1 of its empty barrier. The first kStages tiles wait for the phase
-             * "before phase 0", parity 1, which a fresh barrier reports complete. The copies go
-             * in the order the consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a
-             * tile, so a wait for a V slot never holds back the K tile needed first. */
-            for (int i = 0; i <= n_blocks; ++i) {
-                if (i < n_blocks) {
-                    const int s = i % kStages;
-                    mbarrier_wait(empty_k_u32 + 8 * s, ((i / kStages) & 1) ^ 1);
-                    load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
-                                                 (n_blocks - 1 - i) * kBlockN, batch);
+            /* K/V tile i of the block (counted over all its query tiles) goes into slot
+             * i % kStages once the consumers have released that slot's previous tile, i - kStages:
+             * the (i / kStages)-th use of the slot waits for phase i / kStages - 1 of its empty
+             * barrier. The first kStages tiles wait for the phase "before phase 0", parity 1, which
+             * a fresh barrier reports complete; Q_i waits the same way for the consumers' last S
+             * of the query tile before. Within a query tile the copies go in the order the
+             * consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a tile, so a wait
+             * for a V slot never holds back the K tile needed first. */
+            int kv = 0, q_use = 0;
+            for (int w = blockIdx.x; w < num_tiles; w += gridDim.x) {
+                const TileWork tw = tile_work<kBlockM, kBlockN>(p, w, num_m);
+                if (tw.n_blocks == 0) continue;
+                const int head_kv = tw.head / kv_group;
+                mbarrier_wait(empty_q_u32, (q_use & 1) ^ 1);
+                load_tile<kHeadDim, kBlockM>(sQ_u32, &map_q, bar_q_u32, tw.head, tw.row0, tw.batch);
+                for (int i = 0; i <= tw.n_blocks; ++i) {
+                    if (i < tw.n_blocks) {
+                        const int u = kv + i, s = u % kStages;
+                        mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                        load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
+                                                     (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
+                    }
+                    if (i > 0) {
+                        const int u = kv + i - 1, s = u % kStages;
+                        mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                        load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv,
+                                                     (tw.n_blocks - i) * kBlockN, tw.batch);
+                    }
                 }
-                if (i > 0) {
-                    const int iv = i - 1, s = iv % kStages;
-                    mbarrier_wait(empty_v_u32 + 8 * s, ((iv / kStages) & 1) ^ 1);
-                    load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv,
-                                                 (n_blocks - 1 - iv) * kBlockN, batch);
-                }
+                kv += tw.n_blocks;
+                ++q_use;
             }
         }
         return;
@@ -343,162 +377,182 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     /* Consumer warp w (of all the consumers' warps) holds rows 16 w .. 16 w + 15 of Q_i, S and O:
      * in every accumulator, c[0..1] of row g, c[2..3] of row g + 8. */
     const int warp_row0 = (warp - 4) * 16;
-    const int row_g = row0 + warp_row0 + g;  // rows row_g + 8 h
-    /* The warpgroup's 64 rows of Q_i start 64 rows (8 atoms) into each column block. */
-    const uint32_t q_tile = sQ_u32 + consumer * 64 * 128;
+    /* The warpgroup's 64 rows of Q_i (and of O) start 64 rows (8 atoms) into each column block. */
+    const uint32_t q_tile = sQ_u32 + consumer * 64 * 128, o_tile = sO_u32 + consumer * 64 * 128;
     /* One thread per warpgroup releases a slot: the wgmma that read it belong to the whole
      * warpgroup, and its wait has seen them complete. */
     const bool releases = threadIdx.x % 128 == 0;
-
-    /* Software pipeline: V trails K by one tile as in stage 10, and S runs a tile ahead of the
-     * softmax: the step of tile t issues S_{t+1} and reads V_{t-1}. */
-    mbarrier_wait(bar_q_u32, 0);
-
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
-    float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
-    float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
-    float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
+
+    int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
+    for (int w = blockIdx.x; w < num_tiles; w += gridDim.x) {
+        const TileWork tw = tile_work<kBlockM, kBlockN>(p, w, num_m);
+        const int n_blocks = tw.n_blocks, n_masked = tw.n_masked, head = tw.head, batch = tw.batch, row0 = tw.row0;
+        if (n_blocks == 0) {
+            store_empty_tile<T, kHeadDim, kBlockM>(p, batch, head, row0, threadIdx.x - 128, kNConsumers * 128);
+            continue;
+        }
+        const int row_g = row0 + warp_row0 + g;  // rows row_g + 8 h
+
+        /* Software pipeline: V trails K by one tile as in stage 10, and S runs a tile ahead of the
+         * softmax: the step of tile t issues S_{t+1} and reads V_{t-1}. */
+        mbarrier_wait(bar_q_u32, q_use & 1);
+
+        float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
+        float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
+        float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
 #pragma unroll
-    for (int nt = 0; nt < kNTilesO; ++nt)
+        for (int nt = 0; nt < kNTilesO; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
-    /* P (as A fragments) and alpha of the tile whose P V is still to come. */
-    uint32_t p_frag[kKStepsPV][4];
-    float alpha[2] = {1.0f, 1.0f};
+            for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
+        /* P (as A fragments) and alpha of the tile whose P V is still to come. */
+        uint32_t p_frag[kKStepsPV][4];
+        float alpha[2] = {1.0f, 1.0f};
 
-    /* Ping-pong: the two consumer warpgroups take turns issuing their GEMMs. Warpgroup c waits at
-     * named barrier kTurnBarrier + c until the other has issued its GEMMs and arrived there; then
-     * it issues its own and arrives at the other's. So the tensor cores run one warpgroup's S and
-     * P V while the other computes its softmax. Each barrier counts 256 threads: the 128 that
-     * wait and the 128 that arrive. Consumer 1 opens the first turn for consumer 0, and skips its
-     * last arrival, so that every arrival meets a wait. */
-    if (consumer == 1) named_barrier_arrive(kTurnBarrier + 0, 256);
+        /* Ping-pong: the two consumer warpgroups take turns issuing their GEMMs. Warpgroup c waits
+         * at named barrier kTurnBarrier + c until the other has issued its GEMMs and arrived there;
+         * then it issues its own and arrives at the other's. So the tensor cores run one
+         * warpgroup's GEMMs while the other computes its softmax. Each barrier counts 256 threads:
+         * the 128 that wait and the 128 that arrive. Consumer 1 opens the first turn of each query
+         * tile for consumer 0, and skips its last arrival, so that every arrival meets a wait. */
+        if (consumer == 1) named_barrier_arrive(kTurnBarrier + 0, 256);
 
-    /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the softmax
-     * of this one, so the softmax never waits for a GEMM it has just issued. Tile t (the t-th the
-     * block visits, K_{n-1-t}) has its S in one of two accumulator sets, s_a and s_b, in turn: S_t
-     * is being read by the softmax while S_{t+1} is being written by the tensor cores. */
-    float s_a[kNTilesS][4], s_b[kNTilesS][4];
+        /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the softmax
+         * of this one, so the softmax never waits for a GEMM it has just issued. Tile t (the t-th the
+         * block visits, K_{n-1-t}) has its S in one of two accumulator sets, s_a and s_b, in turn: S_t
+         * is being read by the softmax while S_{t+1} is being written by the tensor cores. */
+        float s_a[kNTilesS][4], s_b[kNTilesS][4];
 
-    /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for both
-     * (below). A block of one tile issues S_1 as well, from a slot no copy has filled, and never
-     * reads it: a wgmma issued on one path only would make ptxas fence every wgmma of the kernel
-     * (info C7519), a far larger cost than one idle product in the shortest blocks. */
-    {
-        const bool has_next = n_blocks > 1;
-        mbarrier_wait(full_k_u32, 0);
-        if (has_next) mbarrier_wait(full_k_u32 + 8 * (1 % kStages), (1 / kStages) & 1);
-        wgmma_hold(s_b);
-        gemm_fence(s_a, acc_o);
-        named_barrier_sync(kTurnBarrier + consumer, 256);
-        qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32);
-        qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (1 % kStages) * kSlotBytes);
-        if (consumer == 0 || has_next) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
-        /* Both: S_1 left running into the loop, whose two copies of the step hold it in
-         * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
-        wgmma_wait<0>();
-        wgmma_hold(s_a);
-        wgmma_hold(s_b);
-        if (releases) mbarrier_arrive(empty_k_u32);
-        if (n_blocks - 1 >= n_masked) mask_tile(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
-        softmax_tile(s_a, m, l, alpha, scale_log2);
-        pack_p<T>(s_a, p_frag);
-    }
+        /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for both
+         * (below). A query tile with one key tile issues "S_1" as well, from K_0's slot again, and never
+         * reads it: a wgmma issued on one path only would make ptxas fence every wgmma of the kernel
+         * (info C7519), a far larger cost than one idle product in the shortest tiles. (Not from the
+         * next slot: with several query tiles per block, the producer may be filling it.) */
+        {
+            const bool has_next = n_blocks > 1;
+            const int s0 = kv % kStages, s1 = (kv + 1) % kStages;
+            mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
+            if (has_next) mbarrier_wait(full_k_u32 + 8 * s1, ((kv + 1) / kStages) & 1);
+            wgmma_hold(s_b);
+            gemm_fence(s_a, acc_o);
+            named_barrier_sync(kTurnBarrier + consumer, 256);
+            qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32 + s0 * kSlotBytes);
+            qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (has_next ? s1 : s0) * kSlotBytes);
+            if (consumer == 0 || has_next) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+            /* Both: S_1 left running into the loop, whose two copies of the step hold it in
+             * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
+            wgmma_wait<0>();
+            wgmma_hold(s_a);
+            wgmma_hold(s_b);
+            if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
+            if (n_blocks - 1 >= n_masked) mask_tile(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
+            softmax_tile(s_a, m, l, alpha, scale_log2);
+            pack_p<T>(s_a, p_frag);
+        }
 
-    /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile tile - 1; the
-     * softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor cores work
-     * through both, and the other warpgroup's GEMMs after them. */
-    auto tile_step = [&](bool has_next, int tile, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
-        const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
-        const int stage = tile % kStages, stage_next = (tile + 1) % kStages, stage_prev = (tile - 1) % kStages;
-        mbarrier_wait(full_v_u32 + 8 * stage_prev, ((tile - 1) / kStages) & 1);
-        if (has_next) mbarrier_wait(full_k_u32 + 8 * stage_next, ((tile + 1) / kStages) & 1);
-        /* O *= alpha of tile tile - 1 before its P V is issued below. */
+        /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile tile - 1; the
+         * softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor cores work
+         * through both, and the other warpgroup's GEMMs after them. */
+        auto tile_step = [&](bool has_next, int tile, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
+            const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
+            const int u = kv + tile;  // the block's count of this K/V tile: its slot and phase
+            const int stage = u % kStages, stage_next = (u + 1) % kStages, stage_prev = (u - 1) % kStages;
+            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+            if (has_next) mbarrier_wait(full_k_u32 + 8 * stage_next, ((u + 1) / kStages) & 1);
+            /* O *= alpha of tile tile - 1 before its P V is issued below. */
+            rescale_o<kHeadDim>(acc_o, alpha);
+
+            gemm_fence(s_next, acc_o);
+            named_barrier_sync(kTurnBarrier + consumer, 256);
+            if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
+            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+            if (consumer == 0 || n_block > 0) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+
+            /* S_t: committed a turn ago, and complete since the last wait of the step before (or of
+             * the first turn); the two groups just issued may run on. Groups complete in order. */
+            if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
+            wgmma_hold(s_cur);
+            if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
+            if (n_block >= n_masked) mask_tile(s_cur, row_g, n_block * kBlockN, p, diag);
+            softmax_tile(s_cur, m, l, alpha, scale_log2);
+            /* P V of tile tile - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
+            wgmma_wait<0>();
+            wgmma_hold(acc_o);
+            wgmma_hold(s_next);
+            if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+            pack_p<T>(s_cur, p_frag);
+        };
+        int tile = 1;
+        for (; tile + 2 < n_blocks; tile += 2) {
+            tile_step(true, tile, s_b, s_a);
+            tile_step(true, tile + 1, s_a, s_b);
+        }
+        if (tile + 1 < n_blocks) {
+            tile_step(true, tile, s_b, s_a);
+            tile_step(false, tile + 1, s_a, s_b);
+        } else if (tile < n_blocks) {
+            tile_step(false, tile, s_b, s_a);
+        }
+
+        /* Every S of this query tile is complete: Q_i may be replaced by the next one. */
+        if (releases) mbarrier_arrive(empty_q_u32);
+
+        /* The last P V: V_0 was in the last copy of the query tile, whose barrier nobody has waited
+         * for yet; its slot is released like the others, for the next query tile's copies. It
+         * needs no turn: only P V is left, of this warpgroup and of the other, and the turns exist
+         * to interleave softmaxes with GEMMs. */
+        const int s_last = (kv + n_blocks - 1) % kStages;
+        mbarrier_wait(full_v_u32 + 8 * s_last, ((kv + n_blocks - 1) / kStages) & 1);
         rescale_o<kHeadDim>(acc_o, alpha);
-
-        gemm_fence(s_next, acc_o);
-        named_barrier_sync(kTurnBarrier + consumer, 256);
-        if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
-        pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-        if (consumer == 0 || n_block > 0) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
-
-        /* S_t: committed a turn ago, and complete since the last wait of the step before (or of
-         * the first turn); the two groups just issued may run on. Groups complete in order. */
-        if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
-        wgmma_hold(s_cur);
-        if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-        if (n_block >= n_masked) mask_tile(s_cur, row_g, n_block * kBlockN, p, diag);
-        softmax_tile(s_cur, m, l, alpha, scale_log2);
-        /* P V of tile tile - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
+        wgmma_hold(acc_o);
+        wgmma_fence();
+        pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + s_last * kSlotBytes);
         wgmma_wait<0>();
         wgmma_hold(acc_o);
-        wgmma_hold(s_next);
-        if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
-        pack_p<T>(s_cur, p_frag);
-    };
-    int tile = 1;
-    for (; tile + 2 < n_blocks; tile += 2) {
-        tile_step(true, tile, s_b, s_a);
-        tile_step(true, tile + 1, s_a, s_b);
-    }
-    if (tile + 1 < n_blocks) {
-        tile_step(true, tile, s_b, s_a);
-        tile_step(false, tile + 1, s_a, s_b);
-    } else if (tile < n_blocks) {
-        tile_step(false, tile, s_b, s_a);
-    }
+        if (releases) mbarrier_arrive(empty_v_u32 + 8 * s_last);
 
-    /* The last P V: V_0 was in the last copy, whose barrier nobody has waited for yet. Its slot is
-     * never refilled, so it is not released. It needs no turn: only P V is left, of this
-     * warpgroup and of the other, and the turns exist to interleave softmaxes with GEMMs. */
-    const int i_last = n_blocks - 1;
-    mbarrier_wait(full_v_u32 + 8 * (i_last % kStages), (i_last / kStages) & 1);
-    rescale_o<kHeadDim>(acc_o, alpha);
-    wgmma_hold(acc_o);
-    wgmma_fence();
-    pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + (i_last % kStages) * kSlotBytes);
-    wgmma_wait<0>();
-    wgmma_hold(acc_o);
-
-    /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
-     * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
-    float inv_l[2];
+        /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
+         * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
+        float inv_l[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
-    }
-    /* Stage this warp's rows of O in sQ: the warp's wgmma only ever read its warpgroup's rows of
-     * Q_i, the last of them (the last Q K^T) has completed, and the warp writes and reads back only
-     * its own 16 rows. */
-    T *sO = sQ;
+        for (int h = 0; h < 2; ++h) {
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+            inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
+        }
+        /* Stage this warp's rows of O in sO. The TMA store of the query tile before read them out
+         * before its issuing thread went on (tma_store_wait_read below), and every thread of the
+         * warpgroup has met that thread at a turn barrier since. */
 #pragma unroll
-    for (int nt = 0; nt < kNTilesO; ++nt)
+        for (int nt = 0; nt < kNTilesO; ++nt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            *reinterpret_cast<uint32_t *>(&sO[smem_idx<kBlockM>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
-                pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
-    /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread once
-     * all four warps have written their rows: the stores above are generic-proxy writes that the
-     * copy engine reads, hence the proxy fence in every writing thread before the barrier. Rows
-     * past seqlen_q are clipped by the engine. The issuing thread waits until the engine has read
-     * the tile, so that the block's shared memory outlives the copy. */
-    fence_proxy_async();
-    named_barrier_sync(1 + consumer, 128);
-    if (threadIdx.x % 128 == 0) {
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<uint32_t *>(&sO[smem_idx<kBlockM>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
+                    pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
+        /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread once
+         * all four warps have written their rows: the stores above are generic-proxy writes that the
+         * copy engine reads, hence the proxy fence in every writing thread before the barrier. Rows
+         * past seqlen_q are clipped by the engine. The issuing thread waits until the engine has read
+         * the tile, so that the next query tile's O may overwrite it and the block's shared memory
+         * outlives the copy. */
+        fence_proxy_async();
+        named_barrier_sync(1 + consumer, 128);
+        if (threadIdx.x % 128 == 0) {
 #pragma unroll
-        for (int c = 0; c < kHeadDim / 64; ++c)
-            tma_store_4d(&map_o, q_tile + c * kBlockM * 128, 64 * c, head, row0 + 64 * consumer, batch);
-        tma_store_commit();
-        tma_store_wait_read();
-    }
-    if (p.lse && t == 0) {
-        float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
+            for (int c = 0; c < kHeadDim / 64; ++c)
+                tma_store_4d(&map_o, o_tile + c * kBlockM * 128, 64 * c, head, row0 + 64 * consumer, batch);
+            tma_store_commit();
+            tma_store_wait_read();
+        }
+        if (p.lse && t == 0) {
+            float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+            for (int h = 0; h < 2; ++h)
+                if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+        }
+        kv += n_blocks;
+        ++q_use;
     }
 }
 
@@ -506,11 +560,18 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-/* Shared memory of one block: Q_i and kStages K/V slots, plus 1 KiB to align the tiles. */
+/* Shared memory of one block: Q_i, O and kStages K/V slots, plus 1 KiB to align the tiles. */
 template <typename T, int kHeadDim>
 constexpr int smem_bytes() {
-    return (Tile<kHeadDim>::kBlockM + 2 * Tile<kHeadDim>::kStages * Tile<kHeadDim>::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
+    return (2 * Tile<kHeadDim>::kBlockM + 2 * Tile<kHeadDim>::kStages * Tile<kHeadDim>::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
+
+/* The grid: one block per query tile, or (FLASH_PERSISTENT, the default) as many blocks as the GPU
+ * holds at once, each working through query tiles gridDim.x apart. make tune K=13 times both
+ * (candidates ending in +np launch one block per tile). */
+#ifndef FLASH_PERSISTENT
+#define FLASH_PERSISTENT 1
+#endif
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
  * an atomic flag per device, as in stage 08. */
@@ -543,7 +604,18 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
     if (!rc) rc = flash_tma_map(&map_v, p->v, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN, "kernel13_overlap", "v");
     if (!rc) rc = flash_tma_map(&map_o, p->o, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel13_overlap", "o");
     if (rc) return rc;
-    const dim3 grid((p->seqlen_q + kBlockM - 1) / kBlockM, p->heads_q, p->batch);
+    const long long num_tiles = (long long)((p->seqlen_q + kBlockM - 1) / kBlockM) * p->heads_q * p->batch;
+    if (num_tiles > INT_MAX)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "kernel13_overlap: unsupported size: %lld query tiles of %d rows (batch x heads_q x seqlen_q / %d) exceed 2^31 - 1",
+                               num_tiles, kBlockM, kBlockM);
+    int grid = (int)num_tiles;
+    if (FLASH_PERSISTENT) {
+        int sms = 0;
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (err != cudaSuccess)
+            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: multiprocessor count: %s", cudaGetErrorString(err));
+        grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim>::kMinBlocks);
+    }
     flash_fwd_kernel<T, kHeadDim><<<grid, (Tile<kHeadDim>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o);
     return flash_launch_status("kernel13_overlap");
 }

@@ -240,19 +240,23 @@ def peak_block(data):
 
 
 # What the numbers of a candidate mean, per stage that tools/tune.sh tunes: the template arguments
-# of the stage's TileShape, in order, as the table's column header spells them. Stage 10's
-# candidates also choose how O leaves the kernel (TMA store by default, 16-byte stores when the
-# name ends in TUNE_ST16), so its table gets an "O store" column; True marks such a stage.
+# of the stage's TileShape, in order, as the table's column header spells them. Some stages'
+# candidates also make one more choice, named by a suffix of the candidate (TUNE_VARIANTS): stage
+# 10's how O leaves the kernel (TMA store by default, 16-byte stores with +st16), stage 13's grid
+# (persistent by default, one block per query tile with +np); their tables get a column for it.
 TUNE_SHAPES = {
-    "08": ("M x N x warps x blocks/SM", False),
-    "09": ("M x N x warpgroups x blocks/SM", False),
-    "10": ("M x N x warpgroups x blocks/SM x stages", True),
-    "11": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
-    "12": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
-    "13": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
+    "08": "M x N x warps x blocks/SM",
+    "09": "M x N x warpgroups x blocks/SM",
+    "10": "M x N x warpgroups x blocks/SM x stages",
+    "11": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
+    "12": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
+    "13": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
 }
-TUNE_ST16 = "+st16"
-O_STORE = {False: "TMA store", True: "16-byte stores"}  # keyed by "ends in TUNE_ST16"
+# stage -> (suffix, column header, {has the suffix: label})
+TUNE_VARIANTS = {
+    "10": ("+st16", "O store", {False: "TMA store", True: "16-byte stores"}),
+    "13": ("+np", "grid", {False: "persistent", True: "one block per tile"}),
+}
 
 
 def tune_command(nn):
@@ -263,15 +267,16 @@ def tune_command(nn):
 
 def tune_candidate(nn, candidate):
     """'128x128x2x1x2+st16' -> ('128x128x2x1x2', True), after checking that it has as many numbers
-    as stage NN's shape has fields: a candidate the header would mislabel is an error, not a row."""
-    fields, has_o_store = TUNE_SHAPES[nn]
-    st16 = candidate.endswith(TUNE_ST16)
-    shape = candidate[:-len(TUNE_ST16)] if st16 else candidate
-    if (st16 and not has_o_store) or not re.fullmatch(r"\d+(x\d+)*", shape) \
-            or shape.count("x") != fields.count(" x "):
+    as stage NN's shape has fields and no suffix but the stage's own: a candidate the header would
+    mislabel is an error, not a row."""
+    fields = TUNE_SHAPES[nn]
+    suffix = TUNE_VARIANTS[nn][0] if nn in TUNE_VARIANTS else None
+    variant = suffix is not None and candidate.endswith(suffix)
+    shape = candidate[:-len(suffix)] if variant else candidate
+    if not re.fullmatch(r"\d+(x\d+)*", shape) or shape.count("x") != fields.count(" x "):
         raise GenError(f"stage {nn}'s tune candidate '{candidate}' does not read as {fields}"
-                       + (f", optionally followed by {TUNE_ST16}" if has_o_store else ""))
-    return shape, st16
+                       + (f", optionally followed by {suffix}" if suffix else ""))
+    return shape, variant
 
 
 def tune_block(data, nn):
@@ -299,10 +304,11 @@ def tune_block(data, nn):
             order.append(key)
         table[key + (r["causal"],)] = r
         commits.add(r["commit"])
-    fields, has_o_store = TUNE_SHAPES[nn]
-    o_store_head, o_store_rule = (" O store |", "---|") if has_o_store else ("", "")
-    lines = [f"| head_dim | candidate ({fields}) |{o_store_head} non-causal | causal |",
-             f"|---|---|{o_store_rule}---:|---:|"]
+    fields = TUNE_SHAPES[nn]
+    variants = TUNE_VARIANTS.get(nn)
+    variant_head, variant_rule = (f" {variants[1]} |", "---|") if variants else ("", "")
+    lines = [f"| head_dim | candidate ({fields}) |{variant_head} non-causal | causal |",
+             f"|---|---|{variant_rule}---:|---:|"]
     for d in sorted({k[0] for k in order}, reverse=True):
         candidates = [k[1] for k in order if k[0] == d]
         # A candidate that computes the wrong result is no winner, however fast (tools/tune.sh
@@ -310,7 +316,7 @@ def tune_block(data, nn):
         passed = [c for c in candidates if (r := table.get((d, c, 0))) and r["check"] == "pass" and usable_tflops(r)]
         best = max(passed, key=lambda c: usable_tflops(table[(d, c, 0)])) if passed else None
         for c in candidates:
-            shape, st16 = tune_candidate(nn, c)
+            shape, variant = tune_candidate(nn, c)
             cells = []
             for causal in (0, 1):
                 r = table.get((d, c, causal))
@@ -318,7 +324,7 @@ def tune_block(data, nn):
                 if r and r["check"] != "pass":
                     v += " (check " + r["check"] + ")"
                 cells.append(f"**{v}**" if c == best else v)
-            names = [shape] + ([O_STORE[st16]] if has_o_store else [])
+            names = [shape] + ([variants[2][variant]] if variants else [])
             names = [f"**{n}**" if c == best else n for n in names]
             lines.append(f"| {d} | " + " | ".join(names) + f" | {cells[0]} | {cells[1]} |")
     return ("\n".join(lines) + f"\n\n(`{tune_command(nn)}` on the {rows[0]['gpu']}, commit {', '.join(sorted(commits))}; "
