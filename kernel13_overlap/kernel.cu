@@ -16,7 +16,8 @@
  *            two S tiles of 128 keys, O and P do not fit 240 registers at head_dim 128. Tuning: a
  *            persistent grid (one block per SM working through query tiles; O staged in a tile of
  *            its own and Q_i guarded by a full/empty pair, so the producer loads the next query
- *            tile while the consumers finish the last), FLASH_PERSISTENT=0 for one block per tile.
+ *            tile while the consumers finish the last), FLASH_PERSISTENT=0 for one block per tile;
+ *            kExpSplit, a share of the exponentials computed on the FMA pipe (exp2_fma).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
  * Measured:  (make bench on an H200 fills this in: tools/results_md.py)
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
@@ -42,16 +43,19 @@
 /* kBlockM query rows (64 per consumer warpgroup), kBlockN keys per tile, kNConsumers consumer
  * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
  * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
- * file among them). The macros let a build try other shapes (make tune K=11). */
-template <int M, int N, int C, int R, int S, int B>
+ * file among them), kExpSplit: one n8 tile of S in kExpSplit takes its exponentials from a
+ * polynomial on the FMA pipe instead of the MUFU unit (0: none; see exp2_fma). The macros let a
+ * build try other shapes (make tune K=13). */
+template <int M, int N, int C, int R, int S, int B, int E>
 struct TileShape {
-    static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B;
+    static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B,
+                         kExpSplit = E;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 96, 2, 240, 2, 1
+#define FLASH_TILE_D64 128, 96, 2, 240, 2, 1, 0
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 96, 2, 240, 2, 1
+#define FLASH_TILE_D128 128, 96, 2, 240, 2, 1, 0
 #endif
 template <int kHeadDim> struct Tile;
 template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
@@ -111,13 +115,29 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
         }
 }
 
+/* 2^x for x <= 0 on the FMA and integer pipes, none of it on the MUFU unit, whose 16 results per
+ * clock per SM bound the softmax at head_dim 64 (docs/12_pingpong.md). x = i + f with i the nearest
+ * integer: adding 1.5 * 2^23 pushes the fraction out of the float, and the integer lands in the
+ * low mantissa bits, from where it goes straight into the exponent field of 2^f. 2^f on
+ * [-1/2, 1/2] is a cubic fitted for relative error (at most 7.5e-5, under fp16's rounding step of
+ * P and far under bf16's); below 2^-126 the result is 0, as ex2 gives 0 for a masked -inf. */
+__device__ __forceinline__ float exp2_fma(float x) {
+    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+    const float shifted = __fadd_rn(x, kRound);
+    const float f = __fsub_rn(x, __fsub_rn(shifted, kRound));  // x - i, in [-1/2, 1/2]
+    const float p = fmaf(fmaf(fmaf(0.05517103523f, f, 0.24260984361f), f, 0.69326096773f), f, 0.99992817640f);
+    const unsigned i = __float_as_uint(shifted) - __float_as_uint(kRound);  // i, two's complement
+    const float r = __uint_as_float(__float_as_uint(p) + (i << 23));
+    return x < -126.0f ? 0.0f : r;
+}
+
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
  * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m))
  * in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
  * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
  * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
  * tile (all four lanes subtract the same m), the sum need not until the end. */
-template <int kNTilesS>
+template <int kExpSplit, int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              float scale_log2) {
     /* Two partial maxima per row (even and odd key columns): chains half as long. */
@@ -141,11 +161,14 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
         m[h] = m_new;
     }
     float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
+    constexpr int kEvery = kExpSplit > 0 ? kExpSplit : 1;
 #pragma unroll
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            acc_s[nt][e] = fast_exp2(acc_s[nt][e] * scale_log2 - m_scaled[e >> 1]);
+            const float x = acc_s[nt][e] * scale_log2 - m_scaled[e >> 1];
+            /* The tile of the split is known at compile time: no branch, no divergence. */
+            acc_s[nt][e] = (kExpSplit > 0 && nt % kEvery == kEvery - 1) ? exp2_fma(x) : fast_exp2(x);
             p_sum[e >> 1][e & 1] += acc_s[nt][e];
         }
 #pragma unroll
@@ -254,6 +277,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kNConsumers = Tile<kHeadDim>::kNConsumers;  // consumer warpgroups
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
     constexpr int kStages = Tile<kHeadDim>::kStages;  // K/V slots in the ring
+    constexpr int kExpSplit = Tile<kHeadDim>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
+    static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
     static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys (a TMA box of at most 256 rows), whole k16 steps of P V");
@@ -447,7 +472,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_hold(s_b);
             if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
             if (n_blocks - 1 >= n_masked) mask_tile(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
-            softmax_tile(s_a, m, l, alpha, scale_log2);
+            softmax_tile<kExpSplit>(s_a, m, l, alpha, scale_log2);
             pack_p<T>(s_a, p_frag);
         }
 
@@ -475,7 +500,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_hold(s_cur);
             if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
             if (n_block >= n_masked) mask_tile(s_cur, row_g, n_block * kBlockN, p, diag);
-            softmax_tile(s_cur, m, l, alpha, scale_log2);
+            softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
             /* P V of tile tile - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
             wgmma_wait<0>();
             wgmma_hold(acc_o);

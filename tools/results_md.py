@@ -250,7 +250,7 @@ TUNE_SHAPES = {
     "10": "M x N x warpgroups x blocks/SM x stages",
     "11": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
     "12": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
-    "13": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
+    "13": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM x exp split",
 }
 # stage -> (suffix, column header, {has the suffix: label})
 TUNE_VARIANTS = {
