@@ -115,22 +115,6 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
         }
 }
 
-/* 2^x for x <= 0 on the FMA and integer pipes, none of it on the MUFU unit, whose 16 results per
- * clock per SM bound the softmax at head_dim 64 (docs/12_pingpong.md). x = i + f with i the nearest
- * integer: adding 1.5 * 2^23 pushes the fraction out of the float, and the integer lands in the
- * low mantissa bits, from where it goes straight into the exponent field of 2^f. 2^f on
- * [-1/2, 1/2] is a cubic fitted for relative error (at most 7.5e-5, under fp16's rounding step of
- * P and far under bf16's); below 2^-126 the result is 0, as ex2 gives 0 for a masked -inf. */
-__device__ __forceinline__ float exp2_fma(float x) {
-    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-    const float shifted = __fadd_rn(x, kRound);
-    const float f = __fsub_rn(x, __fsub_rn(shifted, kRound));  // x - i, in [-1/2, 1/2]
-    const float p = fmaf(fmaf(fmaf(0.05517103523f, f, 0.24260984361f), f, 0.69326096773f), f, 0.99992817640f);
-    const unsigned i = __float_as_uint(shifted) - __float_as_uint(kRound);  // i, two's complement
-    const float r = __uint_as_float(__float_as_uint(p) + (i << 23));
-    return x < -126.0f ? 0.0f : r;
-}
-
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
  * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m))
  * in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
