@@ -39,7 +39,7 @@
 /* kBlockM query rows (64 per consumer warpgroup), kBlockN keys per tile, kNConsumers consumer
  * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
  * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
- * file among them). The macros let a build try other shapes (make tune K=11). */
+ * file among them). The macros let a build try other shapes (make tune K=12). */
 template <int M, int N, int C, int R, int S, int B>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B;
