@@ -12,8 +12,8 @@
  * Changed:   two S accumulator sets instead of one; the first turn issues S_0 and S_1; each later
  *            turn issues S_{t+1} and the P V of tile t - 1 and waits with wgmma_wait<2> for S_t;
  *            the last tile's turn has no next S (the loop is unrolled by two, the roles of the two
- *            sets alternating, and the last step peeled); tiles of 96 keys by default, because
- *            two S tiles of 128 keys, O and P do not fit 240 registers at head_dim 128. Tuning: a
+ *            sets alternating, and the last step peeled); tiles of 96 keys at head_dim 128, because
+ *            two S tiles of 128 keys, O and P do not fit 240 registers there. Tuning: a
  *            persistent grid (one block per SM working through query tiles; O staged in a tile of
  *            its own and Q_i guarded by a full/empty pair, so the producer loads the next query
  *            tile while the consumers finish the last), FLASH_PERSISTENT=0 for one block per tile;
@@ -52,7 +52,7 @@ struct TileShape {
                          kExpSplit = E;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 96, 2, 240, 2, 1, 0
+#define FLASH_TILE_D64 128, 128, 2, 240, 2, 1, 0
 #endif
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 96, 2, 240, 2, 1, 0
