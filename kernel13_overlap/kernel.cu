@@ -17,7 +17,8 @@
  *            persistent grid (one block per SM working through query tiles; O staged in a tile of
  *            its own and Q_i guarded by a full/empty pair, so the producer loads the next query
  *            tile while the consumers finish the last), FLASH_PERSISTENT=0 for one block per tile;
- *            kExpSplit, a share of the exponentials computed on the FMA pipe (exp2_fma).
+ *            kExpSplit, a share of the exponentials computed on the FMA pipe (exp2_fma); causal a
+ *            template parameter, so that causal problems may take tiles of their own.
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
  * Measured:  (make bench on an H200 fills this in: tools/results_md.py)
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
@@ -57,9 +58,19 @@ struct TileShape {
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 96, 2, 240, 2, 1, 0
 #endif
-template <int kHeadDim> struct Tile;
-template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
-template <> struct Tile<128> : TileShape<FLASH_TILE_D128> {};
+/* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
+ * there), so they may take other tiles; by default the same. */
+#ifndef FLASH_TILE_D64_CAUSAL
+#define FLASH_TILE_D64_CAUSAL FLASH_TILE_D64
+#endif
+#ifndef FLASH_TILE_D128_CAUSAL
+#define FLASH_TILE_D128_CAUSAL FLASH_TILE_D128
+#endif
+template <int kHeadDim, bool kCausal> struct Tile;
+template <> struct Tile<64, false> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128, false> : TileShape<FLASH_TILE_D128> {};
+template <> struct Tile<64, true> : TileShape<FLASH_TILE_D64_CAUSAL> {};
+template <> struct Tile<128, true> : TileShape<FLASH_TILE_D128_CAUSAL> {};
 
 /* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
  * that wgmma reads (common/hopper.cuh), kHeadDim / 64 column blocks of [kRows, 64]. */
@@ -103,7 +114,7 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint32_t
 
 /* Masks the keys of a tile starting at key col0 that lie past the end of the sequence or (causal)
  * past the diagonal of the thread's rows row_g and row_g + 8. Only boundary tiles come here. */
-template <int kNTilesS>
+template <bool kCausal, int kNTilesS>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p, int diag) {
     const int t = threadIdx.x % 4;
 #pragma unroll
@@ -111,7 +122,7 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int col = col0 + nt * 8 + 2 * t + (e & 1);
-            if (col >= p.seqlen_k || (p.causal && col > row_g + 8 * (e >> 1) + diag)) acc_s[nt][e] = -INFINITY;
+            if (col >= p.seqlen_k || (kCausal && col > row_g + 8 * (e >> 1) + diag)) acc_s[nt][e] = -INFINITY;
         }
 }
 
@@ -230,11 +241,11 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
 struct TileWork {
     int m_block, head, batch, row0, n_blocks, n_masked;
 };
-template <int kBlockM, int kBlockN>
+template <int kBlockM, int kBlockN, bool kCausal>
 __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int num_m) {
     TileWork tw;
     const int m_rank = w % num_m, hb = w / num_m;
-    tw.m_block = p.causal ? num_m - 1 - m_rank : m_rank;
+    tw.m_block = kCausal ? num_m - 1 - m_rank : m_rank;
     tw.head = hb % p.heads_q;
     tw.batch = hb / p.heads_q;
     tw.row0 = tw.m_block * kBlockM;
@@ -243,25 +254,25 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
      * wholly masked and never loaded. */
     const int diag = p.seqlen_k - p.seqlen_q;
     int n_end = p.seqlen_k;
-    if (p.causal) n_end = min(n_end, max(0, tw.row0 + kBlockM + diag));
+    if (kCausal) n_end = min(n_end, max(0, tw.row0 + kBlockM + diag));
     tw.n_blocks = (n_end + kBlockN - 1) / kBlockN;
     /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
      * diagonal of this tile's first row; the tiles below it need no mask at all. */
     tw.n_masked = p.seqlen_k / kBlockN;
-    if (p.causal) tw.n_masked = min(tw.n_masked, max(0, (tw.row0 + diag + 1) / kBlockN));
+    if (kCausal) tw.n_masked = min(tw.n_masked, max(0, (tw.row0 + diag + 1) / kBlockN));
     return tw;
 }
 
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__((Tile<kHeadDim>::kNConsumers + 1) * 128, Tile<kHeadDim>::kMinBlocks)
+template <typename T, int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__((Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                  const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o) {
-    constexpr int kBlockM = Tile<kHeadDim>::kBlockM;  // query rows per block (Q_i)
-    constexpr int kBlockN = Tile<kHeadDim>::kBlockN;  // keys per tile (K_j, V_j)
-    constexpr int kNConsumers = Tile<kHeadDim>::kNConsumers;  // consumer warpgroups
+    constexpr int kBlockM = Tile<kHeadDim, kCausal>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim, kCausal>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNConsumers = Tile<kHeadDim, kCausal>::kNConsumers;  // consumer warpgroups
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
-    constexpr int kStages = Tile<kHeadDim>::kStages;  // K/V slots in the ring
-    constexpr int kExpSplit = Tile<kHeadDim>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
+    constexpr int kStages = Tile<kHeadDim, kCausal>::kStages;  // K/V slots in the ring
+    constexpr int kExpSplit = Tile<kHeadDim, kCausal>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
     static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -273,8 +284,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
      * block's pool, and the increase waits until that pool holds what it asks for. Asking for
      * more than the block owns waits forever. */
-    constexpr int kProducerRegs = 24, kConsumerRegs = Tile<kHeadDim>::kConsumerRegs;
-    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim>::kMinBlocks * kNThreads)) / 8 * 8;
+    constexpr int kProducerRegs = 24, kConsumerRegs = Tile<kHeadDim, kCausal>::kConsumerRegs;
+    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal>::kMinBlocks * kNThreads)) / 8 * 8;
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
                   "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
@@ -354,7 +365,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * for a V slot never holds back the K tile needed first. */
             int kv = 0, q_use = 0;
             for (int w = blockIdx.x; w < num_tiles; w += gridDim.x) {
-                const TileWork tw = tile_work<kBlockM, kBlockN>(p, w, num_m);
+                const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
                 if (tw.n_blocks == 0) continue;
                 const int head_kv = tw.head / kv_group;
                 mbarrier_wait(empty_q_u32, (q_use & 1) ^ 1);
@@ -396,7 +407,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
     for (int w = blockIdx.x; w < num_tiles; w += gridDim.x) {
-        const TileWork tw = tile_work<kBlockM, kBlockN>(p, w, num_m);
+        const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
         const int n_blocks = tw.n_blocks, n_masked = tw.n_masked, head = tw.head, batch = tw.batch, row0 = tw.row0;
         if (n_blocks == 0) {
             store_empty_tile<T, kHeadDim, kBlockM>(p, batch, head, row0, threadIdx.x - 128, kNConsumers * 128);
@@ -455,7 +466,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_hold(s_a);
             wgmma_hold(s_b);
             if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-            if (n_blocks - 1 >= n_masked) mask_tile(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
+            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
             softmax_tile<kExpSplit>(s_a, m, l, alpha, scale_log2);
             pack_p<T>(s_a, p_frag);
         }
@@ -483,7 +494,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
             wgmma_hold(s_cur);
             if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-            if (n_block >= n_masked) mask_tile(s_cur, row_g, n_block * kBlockN, p, diag);
+            if (n_block >= n_masked) mask_tile<kCausal>(s_cur, row_g, n_block * kBlockN, p, diag);
             softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
             /* P V of tile tile - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
             wgmma_wait<0>();
@@ -570,9 +581,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
  * ------------------------------------------------------------------------------------------- */
 
 /* Shared memory of one block: Q_i, O and kStages K/V slots, plus 1 KiB to align the tiles. */
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kCausal>
 constexpr int smem_bytes() {
-    return (2 * Tile<kHeadDim>::kBlockM + 2 * Tile<kHeadDim>::kStages * Tile<kHeadDim>::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
+    return (2 * Tile<kHeadDim, kCausal>::kBlockM + 2 * Tile<kHeadDim, kCausal>::kStages * Tile<kHeadDim, kCausal>::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 
 /* The grid: one block per query tile, or (FLASH_PERSISTENT, the default) as many blocks as the GPU
@@ -591,17 +602,17 @@ constexpr int kMaxDevices = 64;
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go
  * stale. The maps travel as kernel parameters (__grid_constant__), so each launch owns its copy. */
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kCausal>
 static int launch(const flash_problem *p, cudaStream_t stream) {
-    constexpr int kBlockM = Tile<kHeadDim>::kBlockM, kBlockN = Tile<kHeadDim>::kBlockN;
-    constexpr int kSmemBytes = smem_bytes<T, kHeadDim>();
+    constexpr int kBlockM = Tile<kHeadDim, kCausal>::kBlockM, kBlockN = Tile<kHeadDim, kCausal>::kBlockN;
+    constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCausal>();
     static std::atomic<bool> opted_in[kMaxDevices];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: no current device: %s", cudaGetErrorString(err));
     const bool cached = device < kMaxDevices;
     if (!(cached && opted_in[device].load(std::memory_order_acquire))) {
-        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
@@ -623,14 +634,18 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: multiprocessor count: %s", cudaGetErrorString(err));
-        grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim>::kMinBlocks);
+        grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal>::kMinBlocks);
     }
-    flash_fwd_kernel<T, kHeadDim><<<grid, (Tile<kHeadDim>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o);
+    flash_fwd_kernel<T, kHeadDim, kCausal><<<grid, (Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o);
     return flash_launch_status("kernel13_overlap");
 }
 
+template <typename T>
+static int launch_dtype(const flash_problem *p, cudaStream_t stream) {
+    if (p->head_dim == 64) return p->causal ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
+    return p->causal ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+}
+
 extern "C" int flash_forward_kernel13(const flash_problem *p, cudaStream_t stream) {
-    if (p->dtype == FLASH_BF16)
-        return p->head_dim == 64 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
-    return p->head_dim == 64 ? launch<__half, 64>(p, stream) : launch<__half, 128>(p, stream);
+    return p->dtype == FLASH_BF16 ? launch_dtype<__nv_bfloat16>(p, stream) : launch_dtype<__half>(p, stream);
 }
