@@ -16,7 +16,7 @@
  *            two S tiles of 128 keys, O and P do not fit 240 registers there. Tuning: a
  *            persistent grid (one block per SM working through query tiles; O staged in a tile of
  *            its own and Q_i guarded by a full/empty pair, so the producer loads the next query
- *            tile while the consumers finish the last), FLASH_PERSISTENT=0 for one block per tile;
+ *            tile while the consumers finish the last; without a mask only, see FLASH_PERSISTENT);
  *            kExpSplit, a share of the exponentials computed on the FMA pipe (exp2_fma); causal a
  *            template parameter, so that causal problems may take tiles of their own.
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
@@ -586,11 +586,19 @@ constexpr int smem_bytes() {
     return (2 * Tile<kHeadDim, kCausal>::kBlockM + 2 * Tile<kHeadDim, kCausal>::kStages * Tile<kHeadDim, kCausal>::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 
-/* The grid: one block per query tile, or (FLASH_PERSISTENT, the default) as many blocks as the GPU
- * holds at once, each working through query tiles gridDim.x apart. make tune K=13 times both
- * (candidates ending in +np launch one block per tile). */
+/* The grid: one block per query tile, or (FLASH_PERSISTENT) as many blocks as the GPU holds at
+ * once, each working through query tiles gridDim.x apart. That fixed stride shares equal tiles
+ * evenly, but causal tiles are not equal: with 128-row tiles at 1k keys (8 per head) and 132
+ * blocks, block b gets tiles of rank b % 8 and (b + 4) % 8 only, and the unluckiest blocks have
+ * a third more work than the mean; blocks that take the next tile as an SM frees up (the grid of
+ * one block per tile) do not. So causal problems launch one block per tile unless
+ * FLASH_PERSISTENT_CAUSAL says otherwise. make tune K=13 times both grids for both (candidates
+ * ending in +np launch one block per tile). */
 #ifndef FLASH_PERSISTENT
 #define FLASH_PERSISTENT 1
+#endif
+#ifndef FLASH_PERSISTENT_CAUSAL
+#define FLASH_PERSISTENT_CAUSAL 0
 #endif
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
@@ -629,7 +637,7 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         return flash_set_error(FLASH_E_UNSUPPORTED, "kernel13_overlap: unsupported size: %lld query tiles of %d rows (batch x heads_q x seqlen_q / %d) exceed 2^31 - 1",
                                num_tiles, kBlockM, kBlockM);
     int grid = (int)num_tiles;
-    if (FLASH_PERSISTENT) {
+    if (kCausal ? FLASH_PERSISTENT_CAUSAL : FLASH_PERSISTENT) {
         int sms = 0;
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
         if (err != cudaSuccess)

@@ -6,7 +6,8 @@
 # kStages; stages 11 and 12: kBlockM, kBlockN, consumer warpgroups, consumer registers,
 # kStages, blocks/SM; stage 13: the same and the exp split); a candidate may end in "+st16"
 # (stage 10: -DFLASH_O_TMA_STORE=0, O leaves by 16-byte stores instead of TMA stores) or "+np"
-# (stage 13: -DFLASH_PERSISTENT=0, one block per query tile instead of a persistent grid).
+# (stage 13: one block per query tile instead of a persistent grid; stage 13's other candidates
+# are persistent, causal or not).
 # The shapes that ship are the defaults compiled into the kernel.cu, never searched at run time.
 # Candidates that spill are reported and skipped. Every timing is a checked ./run, appended to
 # $TUNE_CSV (default build/tune/results.csv) with the candidate in the name column
@@ -55,9 +56,11 @@ build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or not
     local obj="$T/kernel${NN}_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
     # nvcc splits -D values at commas, so the shape travels in a forced include instead.
     printf "#define FLASH_TILE_D%s %s\n" "$d" "${shape%%+*}" >"$hdr"
-    case $shape in
-    *+st16) echo "#define FLASH_O_TMA_STORE 0" >>"$hdr" ;;
-    *+np)   echo "#define FLASH_PERSISTENT 0" >>"$hdr" ;;
+    case $NN:$shape in
+    10:*+st16) echo "#define FLASH_O_TMA_STORE 0" >>"$hdr" ;;
+    # Stage 13: the grid is timed both ways, causal or not, whatever the file's defaults are.
+    13:*+np)   printf "#define FLASH_PERSISTENT 0\n#define FLASH_PERSISTENT_CAUSAL 0\n" >>"$hdr" ;;
+    13:*)      printf "#define FLASH_PERSISTENT 1\n#define FLASH_PERSISTENT_CAUSAL 1\n" >>"$hdr" ;;
     esac
     # shellcheck disable=SC2086
     if ! "$NVCC" $NVFLAGS $GENCODE -Xptxas -v -include "$hdr" -c "$DIR/kernel.cu" -o "$obj" 2>"$T/ptxas_$tag.txt"; then
