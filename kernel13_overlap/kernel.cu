@@ -445,10 +445,10 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         float s_a[kNTilesS][4], s_b[kNTilesS][4];
 
         /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for both
-         * (below). A query tile with one key tile issues "S_1" as well, from K_0's slot again, and never
-         * reads it: a wgmma issued on one path only would make ptxas fence every wgmma of the kernel
-         * (info C7519), a far larger cost than one idle product in the shortest tiles. (Not from the
-         * next slot: with several query tiles per block, the producer may be filling it.) */
+         * (below). A query tile with one key tile issues "S_1" as well, from K_0's slot again, and
+         * never reads it: a wgmma issued on one path only would make ptxas fence every wgmma of the
+         * kernel (info C7519), a far larger cost than one idle product in the shortest tiles. (Not
+         * from the next slot: with several query tiles per block, the producer may be filling it.) */
         {
             const bool has_next = n_blocks > 1;
             const int s0 = kv % kStages, s1 = (kv + 1) % kStages;
@@ -471,16 +471,16 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             pack_p<T>(s_a, p_frag);
         }
 
-        /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile tile - 1; the
-         * softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor cores work
-         * through both, and the other warpgroup's GEMMs after them. */
-        auto tile_step = [&](bool has_next, int tile, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
+        /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile t - 1; the
+         * softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor cores
+         * work through both, and the other warpgroup's GEMMs after them. */
+        auto tile_step = [&](bool has_next, int tile /* t */, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
             const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
             const int u = kv + tile;  // the block's count of this K/V tile: its slot and phase
             const int stage = u % kStages, stage_next = (u + 1) % kStages, stage_prev = (u - 1) % kStages;
             mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             if (has_next) mbarrier_wait(full_k_u32 + 8 * stage_next, ((u + 1) / kStages) & 1);
-            /* O *= alpha of tile tile - 1 before its P V is issued below. */
+            /* O *= alpha of tile t - 1 before its P V is issued below. */
             rescale_o<kHeadDim>(acc_o, alpha);
 
             gemm_fence(s_next, acc_o);
@@ -496,7 +496,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
             if (n_block >= n_masked) mask_tile<kCausal>(s_cur, row_g, n_block * kBlockN, p, diag);
             softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
-            /* P V of tile tile - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
+            /* P V of tile t - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
             wgmma_wait<0>();
             wgmma_hold(acc_o);
             wgmma_hold(s_next);
@@ -583,7 +583,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 /* Shared memory of one block: Q_i, O and kStages K/V slots, plus 1 KiB to align the tiles. */
 template <typename T, int kHeadDim, bool kCausal>
 constexpr int smem_bytes() {
-    return (2 * Tile<kHeadDim, kCausal>::kBlockM + 2 * Tile<kHeadDim, kCausal>::kStages * Tile<kHeadDim, kCausal>::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
+    using Shape = Tile<kHeadDim, kCausal>;
+    return (2 * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 
 /* The grid: one block per query tile, or (FLASH_PERSISTENT) as many blocks as the GPU holds at
