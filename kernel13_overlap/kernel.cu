@@ -16,7 +16,7 @@
  *            two S tiles of 128 keys, O and P do not fit 240 registers there. Tuning: a
  *            persistent grid (one block per SM working through query tiles; O staged in a tile of
  *            its own and Q_i guarded by a full/empty pair, so the producer loads the next query
- *            tile while the consumers finish the last; without a mask only, see FLASH_PERSISTENT);
+ *            tile while the consumers finish the last; causal grids take their tiles from a counter);
  *            kExpSplit, a share of the exponentials computed on the FMA pipe (exp2_fma); causal a
  *            template parameter, so that causal problems may take tiles of their own.
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
@@ -53,10 +53,10 @@ struct TileShape {
                          kExpSplit = E;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 2, 240, 2, 1, 0
+#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 96, 2, 240, 2, 1, 0
+#define FLASH_TILE_D128 128, 96, 2, 232, 2, 1, 0
 #endif
 /* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
  * there), so they may take other tiles; by default the same. */
@@ -266,7 +266,7 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
 template <typename T, int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__((Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o) {
+                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o, int *tile_counter) {
     constexpr int kBlockM = Tile<kHeadDim, kCausal>::kBlockM;  // query rows per block (Q_i)
     constexpr int kBlockN = Tile<kHeadDim, kCausal>::kBlockN;  // keys per tile (K_j, V_j)
     constexpr int kNConsumers = Tile<kHeadDim, kCausal>::kNConsumers;  // consumer warpgroups
@@ -283,8 +283,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * kLaunchRegs per thread (what __launch_bounds__ lets ptxas give each of kMinBlocks blocks of
      * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
      * block's pool, and the increase waits until that pool holds what it asks for. Asking for
-     * more than the block owns waits forever. */
-    constexpr int kProducerRegs = 24, kConsumerRegs = Tile<kHeadDim, kCausal>::kConsumerRegs;
+     * more than the block owns waits forever. The producer keeps 40 (24 in stages 11 and 12): it
+     * also hands out the query tiles now, and at 24 ptxas spills its causal loop. */
+    constexpr int kProducerRegs = 40, kConsumerRegs = Tile<kHeadDim, kCausal>::kConsumerRegs;
     constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal>::kMinBlocks * kNThreads)) / 8 * 8;
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
                   "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
@@ -317,11 +318,18 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * completes phase u of its full barrier and phase u of its empty barrier, named by parity u & 1.
      * Q_i has such a pair too: the q-th query tile of the block completes phase q of both. */
     __shared__ __align__(8) uint64_t bar_q, empty_q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+    /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
+     * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
+     * next tile comes from a global counter. "empty" counts every consumer thread, since each
+     * reads the message. */
+    __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
+    __shared__ int msg_tile[2];
 
-    /* The block's query tiles: w = blockIdx.x, blockIdx.x + gridDim.x, ... A grid of one block per
-     * tile gives each block one; a persistent grid (one block per SM, FLASH_PERSISTENT) gives each
-     * block several in turn, and its producer loads the next tile's Q and K/V while the consumers
-     * finish the last. */
+    /* The block's query tiles. The first is blockIdx.x. A grid of one block per tile stops there;
+     * a persistent grid (FLASH_PERSISTENT) gives each block several in turn, and its producer
+     * loads the next tile's Q and K/V while the consumers finish the last. The next tile is
+     * gridDim.x further, or, with a tile_counter (causal problems, whose tiles are not equal),
+     * the next one nobody has taken. */
     const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
     const int num_tiles = num_m * p.heads_q * p.batch;
     const int diag = p.seqlen_k - p.seqlen_q;
@@ -335,9 +343,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const uint32_t bar_q_u32 = smem_u32(&bar_q), empty_q_u32 = smem_u32(&empty_q);
     const uint32_t full_k_u32 = smem_u32(&full_k[0]), full_v_u32 = smem_u32(&full_v[0]);
     const uint32_t empty_k_u32 = smem_u32(&empty_k[0]), empty_v_u32 = smem_u32(&empty_v[0]);
+    const uint32_t msg_full_u32 = smem_u32(&msg_full[0]), msg_empty_u32 = smem_u32(&msg_empty[0]);
     if (threadIdx.x == 0) {
         mbarrier_init(bar_q_u32, 1);
         mbarrier_init(empty_q_u32, kNConsumers);
+        for (int s = 0; s < 2; ++s) {
+            mbarrier_init(msg_full_u32 + 8 * s, 1);
+            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128);
+        }
         for (int s = 0; s < kStages; ++s) {
             mbarrier_init(full_k_u32 + 8 * s, 1);
             mbarrier_init(full_v_u32 + 8 * s, 1);
@@ -364,28 +377,37 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a tile, so a wait
              * for a V slot never holds back the K tile needed first. */
             int kv = 0, q_use = 0;
-            for (int w = blockIdx.x; w < num_tiles; w += gridDim.x) {
+            for (int w = blockIdx.x, msg = 0;; ++msg) {
+                /* The msg-th message: slot msg & 1, its (msg / 2)-th use. */
+                mbarrier_wait(msg_empty_u32 + 8 * (msg & 1), ((msg >> 1) & 1) ^ 1);
+                msg_tile[msg & 1] = w < num_tiles ? w : -1;
+                mbarrier_arrive(msg_full_u32 + 8 * (msg & 1));
+                if (w >= num_tiles) break;
                 const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
-                if (tw.n_blocks == 0) continue;
-                const int head_kv = tw.head / kv_group;
-                mbarrier_wait(empty_q_u32, (q_use & 1) ^ 1);
-                load_tile<kHeadDim, kBlockM>(sQ_u32, &map_q, bar_q_u32, tw.head, tw.row0, tw.batch);
-                for (int i = 0; i <= tw.n_blocks; ++i) {
-                    if (i < tw.n_blocks) {
-                        const int u = kv + i, s = u % kStages;
-                        mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                        load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
-                                                     (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
+                if (tw.n_blocks > 0) {
+                    const int head_kv = tw.head / kv_group;
+                    mbarrier_wait(empty_q_u32, (q_use & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockM>(sQ_u32, &map_q, bar_q_u32, tw.head, tw.row0, tw.batch);
+                    for (int i = 0; i <= tw.n_blocks; ++i) {
+                        if (i < tw.n_blocks) {
+                            const int u = kv + i, s = u % kStages;
+                            mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                            load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
+                                                         (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
+                        }
+                        if (i > 0) {
+                            const int u = kv + i - 1, s = u % kStages;
+                            mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                            load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv,
+                                                         (tw.n_blocks - i) * kBlockN, tw.batch);
+                        }
                     }
-                    if (i > 0) {
-                        const int u = kv + i - 1, s = u % kStages;
-                        mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                        load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv,
-                                                     (tw.n_blocks - i) * kBlockN, tw.batch);
-                    }
+                    kv += tw.n_blocks;
+                    ++q_use;
                 }
-                kv += tw.n_blocks;
-                ++q_use;
+                /* The next tile is taken once this one's copies are all issued: late enough that
+                 * the counter hands tiles to the blocks about to need one. */
+                w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
             }
         }
         return;
@@ -406,7 +428,11 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
-    for (int w = blockIdx.x; w < num_tiles; w += gridDim.x) {
+    for (int msg = 0;; ++msg) {
+        mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
+        const int w = msg_tile[msg & 1];
+        mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
+        if (w < 0) break;
         const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
         const int n_blocks = tw.n_blocks, n_masked = tw.n_masked, head = tw.head, batch = tw.batch, row0 = tw.row0;
         if (n_blocks == 0) {
@@ -587,19 +613,19 @@ constexpr int smem_bytes() {
     return (2 * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 
-/* The grid: one block per query tile, or (FLASH_PERSISTENT) as many blocks as the GPU holds at
- * once, each working through query tiles gridDim.x apart. That fixed stride shares equal tiles
- * evenly, but causal tiles are not equal: with 128-row tiles at 1k keys (8 per head) and 132
- * blocks, block b gets tiles of rank b % 8 and (b + 4) % 8 only, and the unluckiest blocks have
- * a third more work than the mean; blocks that take the next tile as an SM frees up (the grid of
- * one block per tile) do not. So causal problems launch one block per tile unless
- * FLASH_PERSISTENT_CAUSAL says otherwise. make tune K=13 times both grids for both (candidates
- * ending in +np launch one block per tile). */
+/* The grid: one block per query tile, or (FLASH_PERSISTENT, FLASH_PERSISTENT_CAUSAL) as many blocks
+ * as the GPU holds at once, each working through query tiles. Without a mask they are all equal,
+ * and block b takes tiles b, b + gridDim.x, ...; causal tiles are not: with that fixed stride,
+ * 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only ever get tiles of rank
+ * b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work than the mean. So a
+ * causal grid takes its tiles from a counter in global memory, allocated and zeroed on the stream
+ * for each call, in the order the tiles are numbered (longest first). make tune K=13 times both
+ * grids (candidates ending in +np launch one block per tile). */
 #ifndef FLASH_PERSISTENT
 #define FLASH_PERSISTENT 1
 #endif
 #ifndef FLASH_PERSISTENT_CAUSAL
-#define FLASH_PERSISTENT_CAUSAL 0
+#define FLASH_PERSISTENT_CAUSAL 1
 #endif
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
@@ -634,19 +660,38 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
     if (!rc) rc = flash_tma_map(&map_o, p->o, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel13_overlap", "o");
     if (rc) return rc;
     const long long num_tiles = (long long)((p->seqlen_q + kBlockM - 1) / kBlockM) * p->heads_q * p->batch;
-    if (num_tiles > INT_MAX)
-        return flash_set_error(FLASH_E_UNSUPPORTED, "kernel13_overlap: unsupported size: %lld query tiles of %d rows (batch x heads_q x seqlen_q / %d) exceed 2^31 - 1",
-                               num_tiles, kBlockM, kBlockM);
+    /* Tile numbers and the stride past the last one must stay within an int. */
+    if (num_tiles > INT_MAX / 2)
+        return flash_set_error(FLASH_E_UNSUPPORTED,
+                               "kernel13_overlap: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d) exceed 2^30",
+                               num_tiles, kBlockM);
     int grid = (int)num_tiles;
+    int *tile_counter = nullptr;
     if (kCausal ? FLASH_PERSISTENT_CAUSAL : FLASH_PERSISTENT) {
         int sms = 0;
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: multiprocessor count: %s", cudaGetErrorString(err));
         grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal>::kMinBlocks);
+        if (kCausal) {
+            /* Stream-ordered: each call its own counter, however many calls run at once. */
+            err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
+            if (err == cudaSuccess) err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
+            if (err != cudaSuccess) {
+                if (tile_counter) cudaFreeAsync(tile_counter, stream);
+                return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the tile counter: %s", cudaGetErrorString(err));
+            }
+        }
     }
-    flash_fwd_kernel<T, kHeadDim, kCausal><<<grid, (Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o);
-    return flash_launch_status("kernel13_overlap");
+    flash_fwd_kernel<T, kHeadDim, kCausal>
+        <<<grid, (Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o, tile_counter);
+    const int status = flash_launch_status("kernel13_overlap");
+    if (tile_counter) {
+        err = cudaFreeAsync(tile_counter, stream);
+        if (err != cudaSuccess && status == FLASH_OK)
+            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: freeing the tile counter: %s", cudaGetErrorString(err));
+    }
+    return status;
 }
 
 template <typename T>
