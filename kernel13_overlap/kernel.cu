@@ -368,6 +368,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             tma_prefetch_map(&map_q);
             tma_prefetch_map(&map_k);
             tma_prefetch_map(&map_v);
+            tma_prefetch_map(&map_o);
             /* K/V tile i of the block (counted over all its query tiles) goes into slot
              * i % kStages once the consumers have released that slot's previous tile, i - kStages:
              * the (i / kStages)-th use of the slot waits for phase i / kStages - 1 of its empty
@@ -427,12 +428,26 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
+    /* Ping-pong: the two consumer warpgroups take turns issuing their GEMMs. Warpgroup c waits at
+     * named barrier kTurnBarrier + c until the other has issued its GEMMs and arrived there; then
+     * it issues its own and arrives at the other's. So the tensor cores run one warpgroup's GEMMs
+     * while the other computes its softmax. Each barrier counts 256 threads: the 128 that wait and
+     * the 128 that arrive. The turns run on from one query tile into the next: consumer 1 opens
+     * the very first turn for consumer 0, its last turn of a query tile opens consumer 0's first
+     * of the next (which may start while consumer 1 still writes O), and after the block's last
+     * tile consumer 0 takes that last arrival with a wait of its own, so that every arrival meets
+     * a wait. */
+    if (consumer == 1) named_barrier_arrive(kTurnBarrier + 0, 256);
+
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
     for (int msg = 0;; ++msg) {
         mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
         const int w = msg_tile[msg & 1];
         mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
-        if (w < 0) break;
+        if (w < 0) {
+            if (consumer == 0) named_barrier_sync(kTurnBarrier + 0, 256);
+            break;
+        }
         const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
         const int n_blocks = tw.n_blocks, n_masked = tw.n_masked, head = tw.head, batch = tw.batch, row0 = tw.row0;
         if (n_blocks == 0) {
@@ -456,14 +471,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         uint32_t p_frag[kKStepsPV][4];
         float alpha[2] = {1.0f, 1.0f};
 
-        /* Ping-pong: the two consumer warpgroups take turns issuing their GEMMs. Warpgroup c waits
-         * at named barrier kTurnBarrier + c until the other has issued its GEMMs and arrived there;
-         * then it issues its own and arrives at the other's. So the tensor cores run one
-         * warpgroup's GEMMs while the other computes its softmax. Each barrier counts 256 threads:
-         * the 128 that wait and the 128 that arrive. Consumer 1 opens the first turn of each query
-         * tile for consumer 0, and skips its last arrival, so that every arrival meets a wait. */
-        if (consumer == 1) named_barrier_arrive(kTurnBarrier + 0, 256);
-
         /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the softmax
          * of this one, so the softmax never waits for a GEMM it has just issued. Tile t (the t-th the
          * block visits, K_{n-1-t}) has its S in one of two accumulator sets, s_a and s_b, in turn: S_t
@@ -485,7 +492,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             named_barrier_sync(kTurnBarrier + consumer, 256);
             qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32 + s0 * kSlotBytes);
             qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (has_next ? s1 : s0) * kSlotBytes);
-            if (consumer == 0 || has_next) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+            named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
             /* Both: S_1 left running into the loop, whose two copies of the step hold it in
              * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
             wgmma_wait<0>();
@@ -513,7 +520,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             named_barrier_sync(kTurnBarrier + consumer, 256);
             if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-            if (consumer == 0 || n_block > 0) named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+            named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
 
             /* S_t: committed a turn ago, and complete since the last wait of the step before (or of
              * the first turn); the two groups just issued may run on. Groups complete in order. */
@@ -663,15 +670,25 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
     /* Tile numbers and the stride past the last one must stay within an int. */
     if (num_tiles > INT_MAX / 2)
         return flash_set_error(FLASH_E_UNSUPPORTED,
-                               "kernel13_overlap: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d) exceed 2^30",
-                               num_tiles, kBlockM);
+                               "kernel13_overlap: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
+                               "more than 2^30 - 1", num_tiles, kBlockM);
     int grid = (int)num_tiles;
     int *tile_counter = nullptr;
-    if (kCausal ? FLASH_PERSISTENT_CAUSAL : FLASH_PERSISTENT) {
-        int sms = 0;
+    bool persistent = kCausal ? FLASH_PERSISTENT_CAUSAL : FLASH_PERSISTENT;
+    int sms = 0, pools = 0;
+    if (persistent) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
         if (err != cudaSuccess)
-            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: multiprocessor count: %s", cudaGetErrorString(err));
+            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: device attributes: %s", cudaGetErrorString(err));
+        /* A block counts the K/V tiles of all its query tiles (slots and phases follow the count),
+         * in an int, and with the counter one block may in principle take every tile; a problem
+         * whose K/V tiles of all query tiles would not fit, or a causal call on a device without
+         * stream-ordered allocation (for the counter), runs one block per tile. */
+        const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
+        if (num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools)) persistent = false;
+    }
+    if (persistent) {
         grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal>::kMinBlocks);
         if (kCausal) {
             /* Stream-ordered: each call its own counter, however many calls run at once. */
@@ -679,6 +696,7 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
             if (err == cudaSuccess) err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
             if (err != cudaSuccess) {
                 if (tile_counter) cudaFreeAsync(tile_counter, stream);
+                cudaGetLastError();  // the failure is reported here, not again by the next launch's check
                 return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the tile counter: %s", cudaGetErrorString(err));
             }
         }
