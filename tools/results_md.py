@@ -243,12 +243,13 @@ def peak_block(data):
 # of the stage's TileShape, in order, as the table's column header spells them. Stage 10's
 # candidates also choose how O leaves the kernel (TMA store by default, 16-byte stores when the
 # name ends in TUNE_ST16), so its table gets an "O store" column; True marks such a stage.
+CONSUMER_SHAPE = "M x N x consumer warpgroups x consumer registers x stages x blocks/SM"  # stages 11, 12
 TUNE_SHAPES = {
     "08": ("M x N x warps x blocks/SM", False),
     "09": ("M x N x warpgroups x blocks/SM", False),
     "10": ("M x N x warpgroups x blocks/SM x stages", True),
-    "11": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
-    "12": ("M x N x consumer warpgroups x consumer registers x stages x blocks/SM", False),
+    "11": (CONSUMER_SHAPE, False),
+    "12": (CONSUMER_SHAPE, False),
 }
 TUNE_ST16 = "+st16"
 O_STORE = {False: "TMA store", True: "16-byte stores"}  # keyed by "ends in TUNE_ST16"
