@@ -244,13 +244,14 @@ def peak_block(data):
 # candidates also make one more choice, named by a suffix of the candidate (TUNE_VARIANTS): stage
 # 10's how O leaves the kernel (TMA store by default, 16-byte stores with +st16), stage 13's grid
 # (persistent by default, one block per query tile with +np); their tables get a column for it.
+CONSUMER_SHAPE = "M x N x consumer warpgroups x consumer registers x stages x blocks/SM"  # stages 11-13
 TUNE_SHAPES = {
     "08": "M x N x warps x blocks/SM",
     "09": "M x N x warpgroups x blocks/SM",
     "10": "M x N x warpgroups x blocks/SM x stages",
-    "11": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
-    "12": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM",
-    "13": "M x N x consumer warpgroups x consumer registers x stages x blocks/SM x exp split",
+    "11": CONSUMER_SHAPE,
+    "12": CONSUMER_SHAPE,
+    "13": CONSUMER_SHAPE + " x exp split",
 }
 # stage -> (suffix, column header, {has the suffix: label})
 TUNE_VARIANTS = {
