@@ -45,18 +45,19 @@
  * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
  * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
  * file among them), kExpSplit: one n8 tile of S in kExpSplit takes its exponentials from a
- * polynomial on the FMA pipe instead of the MUFU unit (0: none; see exp2_fma). The macros let a
- * build try other shapes (make tune K=13). */
-template <int M, int N, int C, int R, int S, int B, int E>
+ * polynomial on the FMA pipe instead of the MUFU unit (0: none; see exp2_fma), kSAhead: 1 when the
+ * S of a tile is computed a turn ahead of its softmax (two sets of S registers), 0 for stage 12's
+ * order (one set). The macros let a build try other shapes (make tune K=13). */
+template <int M, int N, int C, int R, int S, int B, int E, int A>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B,
-                         kExpSplit = E;
+                         kExpSplit = E, kSAhead = A;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0
+#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 1
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 96, 2, 232, 2, 1, 0
+#define FLASH_TILE_D128 128, 128, 2, 232, 2, 1, 0, 0
 #endif
 /* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
  * there), so they may take other tiles; by default the same. */
@@ -273,6 +274,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
     constexpr int kStages = Tile<kHeadDim, kCausal>::kStages;  // K/V slots in the ring
     constexpr int kExpSplit = Tile<kHeadDim, kCausal>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
+    constexpr bool kSAhead = Tile<kHeadDim, kCausal>::kSAhead;      // S computed a tile ahead of its softmax
     static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -471,81 +473,127 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         uint32_t p_frag[kKStepsPV][4];
         float alpha[2] = {1.0f, 1.0f};
 
-        /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the softmax
-         * of this one, so the softmax never waits for a GEMM it has just issued. Tile t (the t-th the
-         * block visits, K_{n-1-t}) has its S in one of two accumulator sets, s_a and s_b, in turn: S_t
-         * is being read by the softmax while S_{t+1} is being written by the tensor cores. */
-        float s_a[kNTilesS][4], s_b[kNTilesS][4];
+        if constexpr (kSAhead) {
+            /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the
+             * softmax of this one, so the softmax never waits for a GEMM it has just issued. Tile t
+             * (the t-th the block visits, K_{n-1-t}) has its S in one of two accumulator sets, s_a
+             * and s_b, in turn: S_t is being read by the softmax while S_{t+1} is being written by
+             * the tensor cores. */
+            float s_a[kNTilesS][4], s_b[kNTilesS][4];
 
-        /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for both
-         * (below). A query tile with one key tile issues "S_1" as well, from K_0's slot again, and
-         * never reads it: a wgmma issued on one path only would make ptxas fence every wgmma of the
-         * kernel (info C7519), a far larger cost than one idle product in the shortest tiles. (Not
-         * from the next slot: with several query tiles per block, the producer may be filling it.) */
-        {
-            const bool has_next = n_blocks > 1;
-            const int s0 = kv % kStages, s1 = (kv + 1) % kStages;
-            mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
-            if (has_next) mbarrier_wait(full_k_u32 + 8 * s1, ((kv + 1) / kStages) & 1);
-            wgmma_hold(s_b);
-            gemm_fence(s_a, acc_o);
-            named_barrier_sync(kTurnBarrier + consumer, 256);
-            qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32 + s0 * kSlotBytes);
-            qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (has_next ? s1 : s0) * kSlotBytes);
-            named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
-            /* Both: S_1 left running into the loop, whose two copies of the step hold it in
-             * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
-            wgmma_wait<0>();
-            wgmma_hold(s_a);
-            wgmma_hold(s_b);
-            if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
-            softmax_tile<kExpSplit>(s_a, m, l, alpha, scale_log2);
-            pack_p<T>(s_a, p_frag);
-        }
+            /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for
+             * both (below). A query tile with one key tile issues "S_1" as well, from K_0's slot
+             * again, and never reads it: a wgmma issued on one path only would make ptxas fence
+             * every wgmma of the kernel (info C7519), a far larger cost than one idle product in the
+             * shortest tiles. (Not from the next slot: with several query tiles per block, the
+             * producer may be filling it.) */
+            {
+                const bool has_next = n_blocks > 1;
+                const int s0 = kv % kStages, s1 = (kv + 1) % kStages;
+                mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
+                if (has_next) mbarrier_wait(full_k_u32 + 8 * s1, ((kv + 1) / kStages) & 1);
+                wgmma_hold(s_b);
+                gemm_fence(s_a, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32 + s0 * kSlotBytes);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (has_next ? s1 : s0) * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                /* Both: S_1 left running into the loop, whose two copies of the step hold it in
+                 * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
+                wgmma_wait<0>();
+                wgmma_hold(s_a);
+                wgmma_hold(s_b);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(s_a, m, l, alpha, scale_log2);
+                pack_p<T>(s_a, p_frag);
+            }
 
-        /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile t - 1; the
-         * softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor cores
-         * work through both, and the other warpgroup's GEMMs after them. */
-        auto tile_step = [&](bool has_next, int tile /* t */, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
-            const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
-            const int u = kv + tile;  // the block's count of this K/V tile: its slot and phase
-            const int stage = u % kStages, stage_next = (u + 1) % kStages, stage_prev = (u - 1) % kStages;
-            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
-            if (has_next) mbarrier_wait(full_k_u32 + 8 * stage_next, ((u + 1) / kStages) & 1);
-            /* O *= alpha of tile t - 1 before its P V is issued below. */
-            rescale_o<kHeadDim>(acc_o, alpha);
+            /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile t - 1;
+             * the softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor
+             * cores work through both, and the other warpgroup's GEMMs after them. */
+            auto tile_step = [&](bool has_next, int tile /* t */, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
+                const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
+                const int u = kv + tile;  // the block's count of this K/V tile: its slot and phase
+                const int stage = u % kStages, stage_next = (u + 1) % kStages, stage_prev = (u - 1) % kStages;
+                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+                if (has_next) mbarrier_wait(full_k_u32 + 8 * stage_next, ((u + 1) / kStages) & 1);
+                /* O *= alpha of tile t - 1 before its P V is issued below. */
+                rescale_o<kHeadDim>(acc_o, alpha);
 
-            gemm_fence(s_next, acc_o);
-            named_barrier_sync(kTurnBarrier + consumer, 256);
-            if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
-            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-            named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                gemm_fence(s_next, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
+                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
 
-            /* S_t: committed a turn ago, and complete since the last wait of the step before (or of
-             * the first turn); the two groups just issued may run on. Groups complete in order. */
-            if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
-            wgmma_hold(s_cur);
-            if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-            if (n_block >= n_masked) mask_tile<kCausal>(s_cur, row_g, n_block * kBlockN, p, diag);
-            softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
-            /* P V of tile t - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
-            wgmma_wait<0>();
-            wgmma_hold(acc_o);
-            wgmma_hold(s_next);
-            if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
-            pack_p<T>(s_cur, p_frag);
-        };
-        int tile = 1;
-        for (; tile + 2 < n_blocks; tile += 2) {
-            tile_step(true, tile, s_b, s_a);
-            tile_step(true, tile + 1, s_a, s_b);
-        }
-        if (tile + 1 < n_blocks) {
-            tile_step(true, tile, s_b, s_a);
-            tile_step(false, tile + 1, s_a, s_b);
-        } else if (tile < n_blocks) {
-            tile_step(false, tile, s_b, s_a);
+                /* S_t: committed a turn ago, and complete since the last wait of the step before (or
+                 * of the first turn); the two groups just issued may run on. Groups complete in order. */
+                if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
+                wgmma_hold(s_cur);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
+                if (n_block >= n_masked) mask_tile<kCausal>(s_cur, row_g, n_block * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
+                /* P V of tile t - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
+                wgmma_wait<0>();
+                wgmma_hold(acc_o);
+                wgmma_hold(s_next);
+                if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+                pack_p<T>(s_cur, p_frag);
+            };
+            int tile = 1;
+            for (; tile + 2 < n_blocks; tile += 2) {
+                tile_step(true, tile, s_b, s_a);
+                tile_step(true, tile + 1, s_a, s_b);
+            }
+            if (tile + 1 < n_blocks) {
+                tile_step(true, tile, s_b, s_a);
+                tile_step(false, tile + 1, s_a, s_b);
+            } else if (tile < n_blocks) {
+                tile_step(false, tile, s_b, s_a);
+            }
+        } else {
+            /* Without S ahead (kSAhead = 0): stage 12's turn, S_t and the P V of tile t - 1, in one
+             * set of S accumulators; the softmax of tile t waits for S_t and overlaps the P V only.
+             * It leaves registers for wider tiles where two sets of S would not fit. */
+            float acc_s[kNTilesS][4];
+            /* The first tile has no P V before it: S and the softmax alone. */
+            {
+                const int s0 = kv % kStages;
+                mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
+                gemm_fence(acc_s, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + s0 * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                wgmma_wait<0>();
+                wgmma_hold(acc_s);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
+                pack_p<T>(acc_s, p_frag);
+            }
+            for (int tile = 1; tile < n_blocks; ++tile) {
+                const int n_block = n_blocks - 1 - tile;
+                const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
+                mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
+                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+                rescale_o<kHeadDim>(acc_o, alpha);
+                gemm_fence(acc_s, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
+                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                /* S_t first: its group was committed first; the P V may run on under the softmax. */
+                wgmma_wait<1>();
+                wgmma_hold(acc_s);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
+                if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
+                wgmma_wait<0>();
+                wgmma_hold(acc_o);
+                if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+                pack_p<T>(acc_s, p_frag);
+            }
         }
 
         /* Every S of this query tile is complete: Q_i may be replaced by the next one. */

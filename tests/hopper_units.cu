@@ -6,7 +6,7 @@
  *
  *   wgmma SS  S[64, N] = Q[64, D] K[N, D]^T, both K-major in the 128-byte swizzled layout, for
  *             each D (head_dim 64, 128: one or two column blocks, k16 steps inside the atom)
- *             and each N the stages use as a tile of keys (64, 96, 128, 176);
+ *             and each N the stages use as a tile of keys (64, 96, 128, 160, 176);
  *   wgmma RS  O[64, D] = P[64, N] V[N, D] with P = the S accumulators above packed to 16 bits in
  *             registers (the accumulator fragment fed back as A) and V MN-major from shared memory;
  *   TMA       one 64-row box of each 64-column half of a [batch, seqlen, heads, 128] tensor, at a
@@ -390,6 +390,8 @@ int main(void) {
     test_wgmma<__nv_bfloat16, 128, 64>("bf16");
     test_wgmma<__nv_bfloat16, 128, 96>("bf16");
     test_wgmma<__nv_bfloat16, 128, 128>("bf16");
+    test_wgmma<__nv_bfloat16, 64, 160>("bf16");
+    test_wgmma<__nv_bfloat16, 128, 160>("bf16");
     test_wgmma<__nv_bfloat16, 128, 176>("bf16");
     test_wgmma<__half, 64, 64>("fp16");
     test_wgmma<__half, 64, 96>("fp16");
@@ -397,6 +399,8 @@ int main(void) {
     test_wgmma<__half, 128, 64>("fp16");
     test_wgmma<__half, 128, 96>("fp16");
     test_wgmma<__half, 128, 128>("fp16");
+    test_wgmma<__half, 64, 160>("fp16");
+    test_wgmma<__half, 128, 160>("fp16");
     test_wgmma<__half, 128, 176>("fp16");
     test_exp2_fma();
     test_tma<__nv_bfloat16>("bf16", FLASH_BF16);

@@ -251,7 +251,7 @@ TUNE_SHAPES = {
     "10": "M x N x warpgroups x blocks/SM x stages",
     "11": CONSUMER_SHAPE,
     "12": CONSUMER_SHAPE,
-    "13": CONSUMER_SHAPE + " x exp split",
+    "13": CONSUMER_SHAPE + " x exp split x S ahead",
 }
 # stage -> (suffix, column header, {has the suffix: label})
 TUNE_VARIANTS = {

@@ -4,7 +4,7 @@
 # -DFLASH_TILE_D128 = the numbers of its TileShape (stage 08: "kBlockM, kBlockN, kNWarps,
 # kMinBlocks"; stage 09: "kBlockM, kBlockN, kNWarpgroups, kMinBlocks"; stage 10: the same and
 # kStages; stages 11 and 12: kBlockM, kBlockN, consumer warpgroups, consumer registers,
-# kStages, blocks/SM; stage 13: the same and the exp split); a candidate may end in "+st16"
+# kStages, blocks/SM; stage 13: the same, the exp split and S ahead); a candidate may end in "+st16"
 # (stage 10: -DFLASH_O_TMA_STORE=0, O leaves by 16-byte stores instead of TMA stores) or "+np"
 # (stage 13: one block per query tile instead of a persistent grid; stage 13's other candidates
 # are persistent, causal or not).
@@ -43,8 +43,8 @@ case $NN in
     DEF_D64="128,128,2,240,2,1 192,64,3,160,2,1 192,64,3,160,3,1" ;;
 12) DEF_D128="128,128,2,240,2,1 128,128,2,240,3,1 128,176,2,240,2,1"
     DEF_D64="128,128,2,240,2,1 128,128,2,240,3,1" ;;
-13) DEF_D128="128,96,2,232,2,1,0 128,96,2,232,2,1,0+np 128,96,2,232,3,1,0 128,64,2,232,3,1,0"
-    DEF_D64="128,128,2,232,2,1,0 128,128,2,232,2,1,0+np 128,128,2,232,2,1,4 128,128,2,232,2,1,3 128,96,2,232,2,1,0" ;;
+13) DEF_D128="128,128,2,232,2,1,0,0 128,128,2,232,2,1,0,0+np 128,160,2,232,2,1,0,0 128,128,2,232,2,1,4,0 128,96,2,232,3,1,0,1 128,96,2,232,3,1,0,0"
+    DEF_D64="128,128,2,232,2,1,0,1 128,128,2,232,2,1,0,1+np 128,128,2,232,2,1,0,0 128,160,2,232,2,1,0,0 128,176,2,232,2,1,0,0 128,128,2,232,3,1,0,1 128,128,2,232,2,1,4,1" ;;
 *)  echo "make tune: stage $NN has no tile candidates (tools/tune.sh)" >&2; exit 2 ;;
 esac
 CANDIDATES_D128=${CANDIDATES_D128:-$DEF_D128}
