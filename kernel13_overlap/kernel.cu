@@ -1,30 +1,29 @@
 /*
- * Stage 13 - overlap: inside each warpgroup, the next S is computed while this tile's softmax runs.
+ * Stage 13 - overlap: one query tile's end under the next one's start, and S a tile ahead as a choice.
  *
- * Technique: intra-warpgroup pipelining (docs/13_overlap.md), on top of stage 12's turns. In
- *            stage 12 a warpgroup issues S_j and the P V of the tile before in its turn, then waits
- *            for S_j before its softmax can start: the wait sits between the turn and the
- *            exponentials. Here the turn issues the S of the *next* tile together with the P V of
- *            the last one, and the softmax works on the S that came in the turn before, so it
- *            starts as soon as the turn is handed over, with both GEMMs of its own warpgroup
- *            running underneath. Two sets of S accumulators alternate (s_a, s_b): one is read by
- *            the softmax while the tensor cores write the other.
- * Changed:   two S accumulator sets instead of one; the first turn issues S_0 and S_1; each later
- *            turn issues S_{t+1} and the P V of tile t - 1 and waits with wgmma_wait<2> for S_t;
- *            the last tile's turn has no next S (the loop is unrolled by two, the roles of the two
- *            sets alternating, and the last step peeled); tiles of 96 keys at head_dim 128, because
- *            two S tiles of 128 keys, O and P do not fit 240 registers there. Tuning: a
- *            persistent grid (one block per SM working through query tiles; O staged in a tile of
- *            its own and Q_i guarded by a full/empty pair, so the producer loads the next query
- *            tile while the consumers finish the last; causal grids take their tiles from a counter);
- *            kExpSplit, a share of the exponentials computed on the FMA pipe (exp2_fma); causal a
- *            template parameter, so that causal problems may take tiles of their own.
+ * Technique: overlap across and inside query tiles (docs/13_overlap.md), on top of stage 12's
+ *            turns. Across: a persistent grid, one block per SM working through query tiles, so
+ *            that the producer loads the next tile's Q_i and K/V while the consumers finish the last
+ *            one, and consumer 0 starts its next tile while consumer 1 still writes O; causal grids
+ *            take their tiles from a counter (longest first), since their tiles are unequal.
+ *            Inside (kSAhead = 1): the turn issues the S of the *next* key tile with the P V of the
+ *            last one, and the softmax works on the S that came in the turn before, in one of two
+ *            sets of S accumulators. Measured on the H200, it loses at every shape that ships (the
+ *            second set of S costs the registers of wider tiles, and at equal tiles it is slower
+ *            still: docs/13_overlap.md), so the shipped tiles keep stage 12's order, kSAhead = 0,
+ *            and make tune K=13 times both.
+ * Changed:   the persistent grid: O staged in a tile of its own and Q_i guarded by a full/empty
+ *            pair, the producer passing tile numbers to the consumers through a two-message ring,
+ *            turns that run on from one query tile into the next; causal a template parameter, so
+ *            that causal problems take tiles of their own; 160-key tiles at head_dim 128 (one set
+ *            of S leaves the registers for them). Tuning options: kSAhead, kExpSplit (a share of
+ *            the exponentials computed on the FMA pipe, exp2_fma), one block per tile (+np).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
  * Measured:  (make bench on an H200 fills this in: tools/results_md.py)
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
- *            of GEMMs and softmax); the PTX ISA, "wgmma.wait_group".
+ *            of GEMMs and softmax) and its persistent kernels; the PTX ISA, "wgmma.wait_group".
  */
 #include "flash_internal.h"
 #include "flash_tma.h"
@@ -54,18 +53,19 @@ struct TileShape {
                          kExpSplit = E, kSAhead = A;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 1
+#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 0
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 128, 2, 232, 2, 1, 0, 0
+#define FLASH_TILE_D128 128, 160, 2, 232, 2, 1, 0, 0
 #endif
 /* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
- * there), so they may take other tiles; by default the same. */
+ * there), so they take tiles of their own: at head_dim 128, 128 keys, since a causal query tile
+ * ends in a masked key tile, and wider key tiles waste more of it. */
 #ifndef FLASH_TILE_D64_CAUSAL
 #define FLASH_TILE_D64_CAUSAL FLASH_TILE_D64
 #endif
 #ifndef FLASH_TILE_D128_CAUSAL
-#define FLASH_TILE_D128_CAUSAL FLASH_TILE_D128
+#define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 0, 0
 #endif
 template <int kHeadDim, bool kCausal> struct Tile;
 template <> struct Tile<64, false> : TileShape<FLASH_TILE_D64> {};

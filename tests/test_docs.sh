@@ -103,12 +103,12 @@ path, rows = data.tune
 def as13(r, suffix):
     cand = r["name"].split(" ", 1)[1]
     stages = cand.replace("+st16", "").split("x")[-1]
-    return dict(r, kernel="kernel13", name=f"kernel13_overlap 128x96x2x240x{stages}x1x0" + (suffix if cand.endswith("+st16") else ""))
+    return dict(r, kernel="kernel13", name=f"kernel13_overlap 128x96x2x240x{stages}x1x0x1" + (suffix if cand.endswith("+st16") else ""))
 k10 = [r for r in rows if r["kernel"] == "kernel10"]
 data.tune = (path, rows + [as13(r, "+np") for r in k10])
 out = render("<!-- TUNE:13 -->\n<!-- /TUNE -->", data=data)
-assert "| candidate (M x N x consumer warpgroups x consumer registers x stages x blocks/SM x exp split) | grid |" in out, out
-assert "| 128x96x2x240x3x1x0 | one block per tile |" in out and "| persistent |" in out.replace("**", ""), out
+assert "| candidate (M x N x consumer warpgroups x consumer registers x stages x blocks/SM x exp split x S ahead) | grid |" in out, out
+assert "| 128x96x2x240x3x1x0x1 | one block per tile |" in out and "| persistent |" in out.replace("**", ""), out
 data.tune = (path, rows + [as13(r, "+st16") for r in k10])
 fails("<!-- TUNE:13 -->\n<!-- /TUNE -->", "+st16", "+np", data=data)
 PY
