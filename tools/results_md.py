@@ -15,7 +15,7 @@ What it fills, between markers that the text keeps:
   <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN against FA2 over the sweep
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
   <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
-  <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09)
+  <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09; 13,cudnn)
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
@@ -79,11 +79,13 @@ class Data:
         self.ncu = self._optional(os.path.join(ROOT, "plots", "ncu", self.slug + ".csv"), read_ncu)
 
     def repeats(self, a, b):
-        """The rows of the latest alternating repeat of a against b ("08", "fa2"), and its path."""
-        pattern = os.path.join(ROOT, "plots", "repeats", f"{self.slug}_{a}_vs_{b}_*.csv")
+        """The rows of the latest alternating repeat of a against b ("08", "fa2"), and its path. The
+        reference sweep times FA2 and cuDNN together, so b = "cudnn" reads the repeat against fa2."""
+        file_b = "fa2" if b == "cudnn" else b
+        pattern = os.path.join(ROOT, "plots", "repeats", f"{self.slug}_{a}_vs_{file_b}_*.csv")
         paths = sorted(glob.glob(pattern), key=os.path.getmtime)
         if not paths:
-            raise GenError(f"no {os.path.relpath(pattern, ROOT)}: REPEAT=\"{a} {b}\" bash tools/gpu_session.sh repeat "
+            raise GenError(f"no {os.path.relpath(pattern, ROOT)}: REPEAT=\"{a} {file_b}\" bash tools/gpu_session.sh repeat "
                            f"writes one on the GPU machine")
         return parse_csv(paths[-1]), paths[-1]
 
@@ -334,13 +336,14 @@ def tune_block(data, nn):
 
 
 def repeats_block(data, a, b):
-    """REPEATS:A,B: the alternating repeat of A against B, both a stage number or fa2: medians per
-    sweep point and the median of the per-round ratio A / B."""
+    """REPEATS:A,B: the alternating repeat of A against B, both a stage number, fa2 or cudnn:
+    medians per sweep point and the median of the per-round ratio A / B."""
     rows, path = data.repeats(a, b)
-    kernel = {x: "fa2" if x == "fa2" else f"kernel{x}" for x in (a, b)}
-    label = {x: "FA2" if x == "fa2" else f"stage {x}" for x in (a, b)}
-    # A round is one sweep of each, one row per problem and kernel; rows of other kernels (cuDNN,
-    # timed beside FA2) are not part of the comparison.
+    references = {"fa2": "FA2", "cudnn": "cuDNN"}
+    kernel = {x: x if x in references else f"kernel{x}" for x in (a, b)}
+    label = {x: references.get(x, f"stage {x}") for x in (a, b)}
+    # A round is one sweep of each, one row per problem and kernel; rows of other kernels (cuDNN
+    # beside FA2, or FA2 beside cuDNN) are not part of the comparison.
     by = {}
     for r in rows:
         key = (r["head_dim"], r["causal"], r["seqlen_q"])
