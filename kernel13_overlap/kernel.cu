@@ -8,10 +8,10 @@
  *            take their tiles from a counter (longest first), since their tiles are unequal.
  *            Inside (kSAhead = 1): the turn issues the S of the *next* key tile with the P V of the
  *            last one, and the softmax works on the S that came in the turn before, in one of two
- *            sets of S accumulators. Measured on the H200, it loses at every shape that ships (the
- *            second set of S costs the registers of wider tiles, and at equal tiles it is slower
- *            still: docs/13_overlap.md), so the shipped tiles keep stage 12's order, kSAhead = 0,
- *            and make tune K=13 times both.
+ *            sets of S accumulators. Measured on the H200 it loses to the shipped tiles: at head_dim
+ *            64 it is slower at equal tiles, and at head_dim 128 two sets fit only 96-key tiles,
+ *            which lose to 160 and 128 keys in one set (docs/13_overlap.md). So the shipped tiles
+ *            keep stage 12's order, kSAhead = 0, and make tune K=13 times both.
  * Changed:   the persistent grid: O staged in a tile of its own and Q_i guarded by a full/empty
  *            pair, the producer passing tile numbers to the consumers through a two-message ring,
  *            turns that run on from one query tile into the next; causal a template parameter, so
