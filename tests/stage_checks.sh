@@ -83,6 +83,14 @@ stage_ptx_checks() {
         want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
+    13) want "$dir" "$ptx" "a global tile counter (the causal grid's scheduler)" "atom\.global\.add"
+        want "$dir" "$ptx" "160-key S tiles (wgmma m64n160)" "wgmma\.mma_async\.sync\.aligned\.m64n160k16"
+        want "$dir" "$ptx" "named barrier wait (a turn on the tensor cores)" "bar\.sync"
+        want "$dir" "$ptx" "named barrier arrival (the turn handed over)" "bar\.arrive"
+        want "$dir" "$ptx" "setmaxnreg" "setmaxnreg\.inc\.sync\.aligned\.u32"
+        want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
+        want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
     *)  bad "$dir instruction checks" "tests/stage_checks.sh has no case for stage $nn: say what its PTX must hold" ;;
     esac
     case $nn in 04|05|06|07|08) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA" ;; esac
@@ -104,6 +112,9 @@ stage_sass_checks() {
     11) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "UTMALDG" "UTMALDG"
         want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     12) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "HGMMA" "HGMMA"
+        want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
+    13) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "HGMMA.64x160x16" "HGMMA\.64x160x16"
+        want "$label" "$sass" "a global atomic (ATOMG)" "ATOMG|RED\."
         want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
     esac

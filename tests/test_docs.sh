@@ -95,6 +95,24 @@ assert "kernel10" not in block08 and "128x128" not in block08 and "def5678" not 
 assert "O store" in out.split("text")[1], out
 PY
 
+# Stage 13's candidates choose the grid: "+np" is one block per query tile, shown in a "grid"
+# column; another stage's suffix (+st16) on a stage 13 candidate is an error that names both.
+py_case docs_tune_block_variants <<'PY'
+data = fixture_data()
+path, rows = data.tune
+def as13(r, suffix):
+    cand = r["name"].split(" ", 1)[1]
+    stages = cand.replace("+st16", "").split("x")[-1]
+    return dict(r, kernel="kernel13", name=f"kernel13_overlap 128x96x2x240x{stages}x1x0x1" + (suffix if cand.endswith("+st16") else ""))
+k10 = [r for r in rows if r["kernel"] == "kernel10"]
+data.tune = (path, rows + [as13(r, "+np") for r in k10])
+out = render("<!-- TUNE:13 -->\n<!-- /TUNE -->", data=data)
+assert "| candidate (M x N x consumer warpgroups x consumer registers x stages x blocks/SM x exp split x S ahead) | grid |" in out, out
+assert "| 128x96x2x240x3x1x0x1 | one block per tile |" in out and "| persistent |" in out.replace("**", ""), out
+data.tune = (path, rows + [as13(r, "+st16") for r in k10])
+fails("<!-- TUNE:13 -->\n<!-- /TUNE -->", "+st16", "+np", data=data)
+PY
+
 # No stage 09 candidates in the tune CSV, a stage tools/tune.sh does not tune, a marker without a
 # stage, a candidate with the wrong number of fields: each is an error that says what to do.
 py_case docs_tune_block_errors <<'PY'

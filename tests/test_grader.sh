@@ -5,6 +5,9 @@
 #   missing_barrier.cu  -> [racecheck]     (a shared-memory hazard)
 #   previous_stage.cu   -> [instructions]  (no swizzle xor); whether the timing also caught it
 #                                          ("not faster than stage 04") is reported
+# and for each Hopper assignment NN (09 on), stage NN-1 handed in as stage NN must FAIL
+# [instructions]: the PTX/SASS checks see the missing technique without a GPU, so these are graded
+# with the GPU hidden (CUDA_VISIBLE_DEVICES=) on every machine, which keeps them quick.
 # Prints PASS:/FAIL:/SKIP: lines. Without a GPU, the CPU part still runs (fixtures generate, the
 # build and instruction checks of the grader, the NOT GRADED exit status) and the GPU
 # expectations are SKIP lines. Usage: bash tests/test_grader.sh   (ARCH=... is passed to make)
@@ -34,6 +37,20 @@ grade() {
 has_reason() { grep -q "^  - \[$2\]" "$OUT/$1.log"; }
 is_fail() { grep -q "^GRADE: FAIL" "$OUT/$1.log"; }
 verdict() { grep -m1 '^GRADE:' "$OUT/$1.log" || echo "(no GRADE line; see $OUT/$1.log)"; }
+
+# The Hopper assignments: the previous stage handed in fails on its instructions, GPU or not.
+for f in build/grader_fixtures/previous_stage_[0-9][0-9].cu; do
+    [ -e "$f" ] || continue
+    nn=${f%.cu}; nn=${nn##*_}
+    name=previous_stage_$nn
+    CUDA_VISIBLE_DEVICES= make -s grade K="$nn" SRC="$f" "${MAKE_ARGS[@]}" >"$OUT/$name.log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && is_fail "$name" && has_reason "$name" instructions && ! has_reason "$name" build; then
+        ok "grade $name.cu (stage $(printf '%02d' $((10#$nn - 1))) as $nn) -> FAIL [instructions] ($(grep -m1 '^FAIL: student' "$OUT/$name.log" | cut -c7-90))"
+    else
+        bad "grade $name.cu -> FAIL [instructions]" "exit $rc, $(verdict "$name"); $(grep '^  - ' "$OUT/$name.log" | tr '\n' ' ') (log: $OUT/$name.log)"
+    fi
+done
 
 gpu=0
 if make -s build/allstages "${MAKE_ARGS[@]}" >/dev/null 2>&1 && build/allstages --gpu-slug >/dev/null 2>&1; then gpu=1; fi

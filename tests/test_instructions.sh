@@ -38,6 +38,25 @@ check_stage() {  # check_stage NN DIR ARCH
 }
 for_each_stage check_stage
 
+# Stage 13's S-ahead pipeline (kSAhead = 1) ships in no default tile (it measured slower on the
+# H200) but make tune K=13 times it: it must still compile to its wait_group 2, spill-free and
+# without serialised wgmma, at the head_dim 64 tile the tune tries.
+k13=$(ls -d kernel13_*/ 2>/dev/null | head -n 1)
+if [ -n "$k13" ]; then
+    hdr="$OUT/k13_s_ahead.h"
+    printf "#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 1\n" >"$hdr"
+    if "$NVCC" -std=c++17 -Icommon -arch=compute_90a -include "$hdr" -ptx "${k13}kernel.cu" -o "$OUT/k13_s_ahead.ptx" 2>"$OUT/k13_s_ahead.err" &&
+       "$NVCC" $NVFLAGS -gencode arch=compute_90a,code=sm_90a -Xptxas -v -include "$hdr" -c "${k13}kernel.cu" \
+           -o "$OUT/k13_s_ahead.o" 2>"$OUT/k13_s_ahead.ptxas.txt"; then
+        want "${k13%/} kSAhead=1" "$OUT/k13_s_ahead.ptx" "wgmma.wait_group 2 (S of this tile done, the next S and P V running)" \
+            "wgmma\.wait_group\.sync\.aligned 2"
+        stage_spill_check "${k13%/} kSAhead=1" "$OUT/k13_s_ahead.ptxas.txt"
+        stage_async_check "${k13%/} kSAhead=1 (sm_90a)" "$OUT/k13_s_ahead.ptxas.txt"
+    else
+        bad "${k13%/} kSAhead=1 builds" "$(grep -m2 error "$OUT"/k13_s_ahead.err "$OUT"/k13_s_ahead.ptxas.txt)"
+    fi
+fi
+
 # The wgmma ceiling of ./run --peak (harness/peak_wgmma.cu, built for sm_90a by its own Makefile
 # rule) must measure wgmma running asynchronously, back to back, or it reports a ceiling that the
 # Hopper stages could beat. ptxas says so when it serialises wgmma (warning C7510) or inserts fences

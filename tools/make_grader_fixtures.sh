@@ -7,6 +7,8 @@
 #                      them is gone -> racecheck reports a shared-memory hazard
 #   previous_stage.cu  stage 04 handed in as stage 05 (entry point renamed flash_forward_kernel05)
 #                      -> the instruction checks fail (no swizzle xor) and it is no faster than 04
+#   previous_stage_NN.cu, for each Hopper assignment NN (09 on): stage NN-1 handed in as stage NN
+#                      -> the instruction checks fail: the technique of assignment NN is missing
 # Each edit must change the file: when a kernel is rewritten so that a pattern no longer matches,
 # this script fails instead of writing a fixture that is silently correct.
 # Usage: tools/make_grader_fixtures.sh [OUTDIR]   (default build/grader_fixtures)
@@ -38,3 +40,13 @@ derive missing_barrier.cu "$K05" '/Every warp must be done with the previous K_j
 
 # (c) Stage 04's file with stage 05's entry point.
 derive previous_stage.cu "$K04" 's/\bflash_forward_kernel04\b/flash_forward_kernel05/' 2
+
+# (d) The Hopper assignments: each previous stage with the next stage's entry point. The stages come
+# from the stage directories, so a new Hopper stage gets its fixture without an edit here.
+for dir in kernel[0-9][0-9]_*/; do
+    nn=${dir#kernel}; nn=${nn%%_*}
+    [ "$((10#$nn))" -ge 9 ] || continue
+    prev=$(printf '%02d' $((10#$nn - 1)))
+    src=$(ls -d kernel${prev}_*/)kernel.cu
+    derive "previous_stage_$nn.cu" "$src" "s/\bflash_forward_kernel$prev\b/flash_forward_kernel$nn/" 2
+done

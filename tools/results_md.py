@@ -15,7 +15,7 @@ What it fills, between markers that the text keeps:
   <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN against FA2 over the sweep
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
   <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
-  <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09)
+  <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09; 13,cudnn)
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
@@ -79,11 +79,13 @@ class Data:
         self.ncu = self._optional(os.path.join(ROOT, "plots", "ncu", self.slug + ".csv"), read_ncu)
 
     def repeats(self, a, b):
-        """The rows of the latest alternating repeat of a against b ("08", "fa2"), and its path."""
-        pattern = os.path.join(ROOT, "plots", "repeats", f"{self.slug}_{a}_vs_{b}_*.csv")
+        """The rows of the latest alternating repeat of a against b ("08", "fa2"), and its path. The
+        reference sweep times FA2 and cuDNN together, so b = "cudnn" reads the repeat against fa2."""
+        file_b = "fa2" if b == "cudnn" else b
+        pattern = os.path.join(ROOT, "plots", "repeats", f"{self.slug}_{a}_vs_{file_b}_*.csv")
         paths = sorted(glob.glob(pattern), key=os.path.getmtime)
         if not paths:
-            raise GenError(f"no {os.path.relpath(pattern, ROOT)}: REPEAT=\"{a} {b}\" bash tools/gpu_session.sh repeat "
+            raise GenError(f"no {os.path.relpath(pattern, ROOT)}: REPEAT=\"{a} {file_b}\" bash tools/gpu_session.sh repeat "
                            f"writes one on the GPU machine")
         return parse_csv(paths[-1]), paths[-1]
 
@@ -240,19 +242,24 @@ def peak_block(data):
 
 
 # What the numbers of a candidate mean, per stage that tools/tune.sh tunes: the template arguments
-# of the stage's TileShape, in order, as the table's column header spells them. Stage 10's
-# candidates also choose how O leaves the kernel (TMA store by default, 16-byte stores when the
-# name ends in TUNE_ST16), so its table gets an "O store" column; True marks such a stage.
-CONSUMER_SHAPE = "M x N x consumer warpgroups x consumer registers x stages x blocks/SM"  # stages 11, 12
+# of the stage's TileShape, in order, as the table's column header spells them. Some stages'
+# candidates also make one more choice, named by a suffix of the candidate (TUNE_VARIANTS): stage
+# 10's how O leaves the kernel (TMA store by default, 16-byte stores with +st16), stage 13's grid
+# (persistent by default, one block per query tile with +np); their tables get a column for it.
+CONSUMER_SHAPE = "M x N x consumer warpgroups x consumer registers x stages x blocks/SM"  # stages 11-13
 TUNE_SHAPES = {
-    "08": ("M x N x warps x blocks/SM", False),
-    "09": ("M x N x warpgroups x blocks/SM", False),
-    "10": ("M x N x warpgroups x blocks/SM x stages", True),
-    "11": (CONSUMER_SHAPE, False),
-    "12": (CONSUMER_SHAPE, False),
+    "08": "M x N x warps x blocks/SM",
+    "09": "M x N x warpgroups x blocks/SM",
+    "10": "M x N x warpgroups x blocks/SM x stages",
+    "11": CONSUMER_SHAPE,
+    "12": CONSUMER_SHAPE,
+    "13": CONSUMER_SHAPE + " x exp split x S ahead",
 }
-TUNE_ST16 = "+st16"
-O_STORE = {False: "TMA store", True: "16-byte stores"}  # keyed by "ends in TUNE_ST16"
+# stage -> (suffix, column header, {has the suffix: label})
+TUNE_VARIANTS = {
+    "10": ("+st16", "O store", {False: "TMA store", True: "16-byte stores"}),
+    "13": ("+np", "grid", {False: "persistent", True: "one block per tile"}),
+}
 
 
 def tune_command(nn):
@@ -263,15 +270,16 @@ def tune_command(nn):
 
 def tune_candidate(nn, candidate):
     """'128x128x2x1x2+st16' -> ('128x128x2x1x2', True), after checking that it has as many numbers
-    as stage NN's shape has fields: a candidate the header would mislabel is an error, not a row."""
-    fields, has_o_store = TUNE_SHAPES[nn]
-    st16 = candidate.endswith(TUNE_ST16)
-    shape = candidate[:-len(TUNE_ST16)] if st16 else candidate
-    if (st16 and not has_o_store) or not re.fullmatch(r"\d+(x\d+)*", shape) \
-            or shape.count("x") != fields.count(" x "):
+    as stage NN's shape has fields and no suffix but the stage's own: a candidate the header would
+    mislabel is an error, not a row."""
+    fields = TUNE_SHAPES[nn]
+    suffix = TUNE_VARIANTS[nn][0] if nn in TUNE_VARIANTS else None
+    variant = suffix is not None and candidate.endswith(suffix)
+    shape = candidate[:-len(suffix)] if variant else candidate
+    if not re.fullmatch(r"\d+(x\d+)*", shape) or shape.count("x") != fields.count(" x "):
         raise GenError(f"stage {nn}'s tune candidate '{candidate}' does not read as {fields}"
-                       + (f", optionally followed by {TUNE_ST16}" if has_o_store else ""))
-    return shape, st16
+                       + (f", optionally followed by {suffix}" if suffix else ""))
+    return shape, variant
 
 
 def tune_block(data, nn):
@@ -299,10 +307,11 @@ def tune_block(data, nn):
             order.append(key)
         table[key + (r["causal"],)] = r
         commits.add(r["commit"])
-    fields, has_o_store = TUNE_SHAPES[nn]
-    o_store_head, o_store_rule = (" O store |", "---|") if has_o_store else ("", "")
-    lines = [f"| head_dim | candidate ({fields}) |{o_store_head} non-causal | causal |",
-             f"|---|---|{o_store_rule}---:|---:|"]
+    fields = TUNE_SHAPES[nn]
+    variants = TUNE_VARIANTS.get(nn)
+    variant_head, variant_rule = (f" {variants[1]} |", "---|") if variants else ("", "")
+    lines = [f"| head_dim | candidate ({fields}) |{variant_head} non-causal | causal |",
+             f"|---|---|{variant_rule}---:|---:|"]
     for d in sorted({k[0] for k in order}, reverse=True):
         candidates = [k[1] for k in order if k[0] == d]
         # A candidate that computes the wrong result is no winner, however fast (tools/tune.sh
@@ -310,7 +319,7 @@ def tune_block(data, nn):
         passed = [c for c in candidates if (r := table.get((d, c, 0))) and r["check"] == "pass" and usable_tflops(r)]
         best = max(passed, key=lambda c: usable_tflops(table[(d, c, 0)])) if passed else None
         for c in candidates:
-            shape, st16 = tune_candidate(nn, c)
+            shape, variant = tune_candidate(nn, c)
             cells = []
             for causal in (0, 1):
                 r = table.get((d, c, causal))
@@ -318,7 +327,7 @@ def tune_block(data, nn):
                 if r and r["check"] != "pass":
                     v += " (check " + r["check"] + ")"
                 cells.append(f"**{v}**" if c == best else v)
-            names = [shape] + ([O_STORE[st16]] if has_o_store else [])
+            names = [shape] + ([variants[2][variant]] if variants else [])
             names = [f"**{n}**" if c == best else n for n in names]
             lines.append(f"| {d} | " + " | ".join(names) + f" | {cells[0]} | {cells[1]} |")
     return ("\n".join(lines) + f"\n\n(`{tune_command(nn)}` on the {rows[0]['gpu']}, commit {', '.join(sorted(commits))}; "
@@ -327,13 +336,14 @@ def tune_block(data, nn):
 
 
 def repeats_block(data, a, b):
-    """REPEATS:A,B: the alternating repeat of A against B, both a stage number or fa2: medians per
-    sweep point and the median of the per-round ratio A / B."""
+    """REPEATS:A,B: the alternating repeat of A against B, both a stage number, fa2 or cudnn:
+    medians per sweep point and the median of the per-round ratio A / B."""
     rows, path = data.repeats(a, b)
-    kernel = {x: "fa2" if x == "fa2" else f"kernel{x}" for x in (a, b)}
-    label = {x: "FA2" if x == "fa2" else f"stage {x}" for x in (a, b)}
-    # A round is one sweep of each, one row per problem and kernel; rows of other kernels (cuDNN,
-    # timed beside FA2) are not part of the comparison.
+    references = {"fa2": "FA2", "cudnn": "cuDNN"}
+    kernel = {x: x if x in references else f"kernel{x}" for x in (a, b)}
+    label = {x: references.get(x, f"stage {x}") for x in (a, b)}
+    # A round is one sweep of each, one row per problem and kernel; rows of other kernels (cuDNN
+    # beside FA2, or FA2 beside cuDNN) are not part of the comparison.
     by = {}
     for r in rows:
         key = (r["head_dim"], r["causal"], r["seqlen_q"])

@@ -1,0 +1,772 @@
+/*
+ * Stage 13 - overlap: one query tile's end under the next one's start, and S a tile ahead as a choice.
+ *
+ * Technique: overlap across and inside query tiles (docs/13_overlap.md), on top of stage 12's
+ *            turns. Across: a persistent grid, one block per SM working through query tiles, so
+ *            that the producer loads the next tile's Q_i and K/V while the consumers finish the last
+ *            one, and consumer 0 starts its next tile while consumer 1 still writes O; causal grids
+ *            take their tiles from a counter (longest first), since their tiles are unequal.
+ *            Inside (kSAhead = 1): the turn issues the S of the *next* key tile with the P V of the
+ *            last one, and the softmax works on the S that came in the turn before, in one of two
+ *            sets of S accumulators. Measured on the H200 it loses to the shipped tiles: at head_dim
+ *            64 it is slower at equal tiles, and at head_dim 128 two sets fit only 96-key tiles,
+ *            which lose to 160 and 128 keys in one set (docs/13_overlap.md). So the shipped tiles
+ *            keep stage 12's order, kSAhead = 0, and make tune K=13 times both.
+ * Changed:   the persistent grid: O staged in a tile of its own and Q_i guarded by a full/empty
+ *            pair, the producer passing tile numbers to the consumers through a two-message ring,
+ *            turns that run on from one query tile into the next; causal a template parameter, so
+ *            that causal problems take tiles of their own; 160-key tiles at head_dim 128 (one set
+ *            of S leaves the registers for them). Tuning options: kSAhead, kExpSplit (a share of
+ *            the exponentials computed on the FMA pipe, exp2_fma), one block per tile (+np).
+ * Bottleneck: (measured on the H200: docs/13_overlap.md)
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 354f534): 603.6 TFLOP/s (169%
+ *            of FA2), 1.04x stage 12; causal 552.6 (169% of FA2).
+ * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
+ * Run:       make kernel13 && ./run
+ * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
+ *            of GEMMs and softmax) and its persistent kernels; the PTX ISA, "wgmma.wait_group".
+ */
+#include "flash_internal.h"
+#include "flash_tma.h"
+#include "hopper.cuh"
+#include "ptx.cuh"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <atomic>
+
+/* ---------------------------------------------------------------------------------------------
+ * Tile configuration
+ * ------------------------------------------------------------------------------------------- */
+
+/* kBlockM query rows (64 per consumer warpgroup), kBlockN keys per tile, kNConsumers consumer
+ * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
+ * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
+ * file among them), kExpSplit: one n8 tile of S in kExpSplit takes its exponentials from a
+ * polynomial on the FMA pipe instead of the MUFU unit (0: none; see exp2_fma), kSAhead: 1 when the
+ * S of a tile is computed a turn ahead of its softmax (two sets of S registers), 0 for stage 12's
+ * order (one set). The macros let a build try other shapes (make tune K=13). */
+template <int M, int N, int C, int R, int S, int B, int E, int A>
+struct TileShape {
+    static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B,
+                         kExpSplit = E, kSAhead = A;
+};
+#ifndef FLASH_TILE_D64
+#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 0
+#endif
+#ifndef FLASH_TILE_D128
+#define FLASH_TILE_D128 128, 160, 2, 232, 2, 1, 0, 0
+#endif
+/* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
+ * there), so they take tiles of their own: at head_dim 128, 128 keys, since a causal query tile
+ * ends in a masked key tile, and wider key tiles waste more of it. */
+#ifndef FLASH_TILE_D64_CAUSAL
+#define FLASH_TILE_D64_CAUSAL FLASH_TILE_D64
+#endif
+#ifndef FLASH_TILE_D128_CAUSAL
+#define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 0, 0
+#endif
+template <int kHeadDim, bool kCausal> struct Tile;
+template <> struct Tile<64, false> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128, false> : TileShape<FLASH_TILE_D128> {};
+template <> struct Tile<64, true> : TileShape<FLASH_TILE_D64_CAUSAL> {};
+template <> struct Tile<128, true> : TileShape<FLASH_TILE_D128_CAUSAL> {};
+
+/* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
+ * that wgmma reads (common/hopper.cuh), kHeadDim / 64 column blocks of [kRows, 64]. */
+template <int kRows>
+__device__ __forceinline__ int smem_idx(int row, int col) {
+    static_assert(kRows % 8 == 0, "whole 8-row atoms");
+    return sw128_idx(kRows, row, col);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The kernel
+ * ------------------------------------------------------------------------------------------- */
+
+/* Issues the TMA copy of one [kRows, kHeadDim] tile whose first row is sequence position `row` of
+ * (head, batch): one box of kRows x 64 columns per column block, each landing kRows * 128 bytes after
+ * the one before, which is the layout of smem_idx. Rows past the sequence arrive as zeros. The
+ * mbarrier `bar` is told to expect the whole tile's bytes (zeros included) with the one arrival it
+ * waits for, so its phase completes when the last box has landed. Called by one thread. */
+template <int kHeadDim, int kRows>
+__device__ __forceinline__ void load_tile(uint32_t smem_base, const CUtensorMap *map, uint32_t bar, int head, int row, int batch) {
+    mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * 2);
+#pragma unroll
+    for (int c = 0; c < kHeadDim / 64; ++c) tma_load_4d(smem_base + c * kRows * 128, map, bar, 64 * c, head, row, batch);
+}
+
+/* S = Q_i K_j^T for this warpgroup's 64 rows: kHeadDim / 16 wgmma m64n{kBlockN}k16, one per k16
+ * step of the head dimension. q_tile is the first byte of the warpgroup's rows of Q_i (column block
+ * 0), k_tile that of K_j's slot. Step kk reads column block kk / 4 (kRows * 128 bytes further) at
+ * byte 32 (kk % 4) of each 128-byte row: the descriptor's start address moves, nothing else.
+ * Returns with the product in flight; the caller waits. Unlike stage 11 the caller fences
+ * (gemm_fence), once for both GEMMs of a turn: a register definition between the two issues (the
+ * fence's hold on O) would make ptxas serialise the wgmma. */
+template <typename T, int kHeadDim, int kBlockM, int kBlockN>
+__device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint32_t q_tile, uint32_t k_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+        wgmma_ss(acc_s, wgmma_desc_k_major(q_tile + (kk / 4) * kBlockM * 128 + (kk % 4) * 32),
+                 wgmma_desc_k_major(k_tile + (kk / 4) * kBlockN * 128 + (kk % 4) * 32), kk > 0, T());
+    wgmma_commit();
+}
+
+/* Masks the keys of a tile starting at key col0 that lie past the end of the sequence or (causal)
+ * past the diagonal of the thread's rows row_g and row_g + 8. Only boundary tiles come here. */
+template <bool kCausal, int kNTilesS>
+__device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p, int diag) {
+    const int t = threadIdx.x % 4;
+#pragma unroll
+    for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = col0 + nt * 8 + 2 * t + (e & 1);
+            if (col >= p.seqlen_k || (kCausal && col > row_g + 8 * (e >> 1) + diag)) acc_s[nt][e] = -INFINITY;
+        }
+}
+
+/* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
+ * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m))
+ * in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
+ * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
+ * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
+ * tile (all four lanes subtract the same m), the sum need not until the end. */
+template <int kExpSplit, int kNTilesS>
+__device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                             float scale_log2) {
+    /* Two partial maxima per row (even and odd key columns): chains half as long. */
+    float m_part[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+#pragma unroll
+    for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) m_part[e >> 1][e & 1] = fmaxf(m_part[e >> 1][e & 1], acc_s[nt][e]);
+    float m_tile[2] = {fmaxf(m_part[0][0], m_part[0][1]), fmaxf(m_part[1][0], m_part[1][1])};
+    float m_scaled[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
+        m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
+        const float m_new = fmaxf(m[h], m_tile[h]);
+        /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
+         * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0, which
+         * is also alpha on the first tile (m = -inf): O and l start from zero. */
+        m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
+        alpha[h] = fast_exp2(m[h] * scale_log2 - m_scaled[h]);
+        m[h] = m_new;
+    }
+    float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
+    constexpr int kEvery = kExpSplit > 0 ? kExpSplit : 1;
+#pragma unroll
+    for (int nt = 0; nt < kNTilesS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float x = acc_s[nt][e] * scale_log2 - m_scaled[e >> 1];
+            /* The tile of the split is known at compile time: no branch, no divergence. */
+            acc_s[nt][e] = (kExpSplit > 0 && nt % kEvery == kEvery - 1) ? exp2_fma(x) : fast_exp2(x);
+            p_sum[e >> 1][e & 1] += acc_s[nt][e];
+        }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + (p_sum[h][0] + p_sum[h][1]);
+}
+
+/* P, from S's registers, packed into the A fragments of P V: the accumulators of S tiles 2kk and
+ * 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the places the A fragment of k16
+ * step kk wants them (the wgmma accumulator fragment is mma.sync's, warp by warp). */
+template <typename T, int kNTilesS>
+__device__ __forceinline__ void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kNTilesS / 2][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kNTilesS / 2; ++kk) {
+        p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
+        p_frag[kk][1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
+        p_frag[kk][2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
+        p_frag[kk][3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
+    }
+}
+
+/* O *= alpha, row by row. */
+template <int kHeadDim>
+__device__ __forceinline__ void rescale_o(float (&acc_o)[kHeadDim / 8][4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int nt = 0; nt < kHeadDim / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[nt][e] *= alpha[e >> 1];
+}
+
+/* O += P V_j for this warpgroup's 64 rows: kBlockN / 16 wgmma m64n{kHeadDim}k16 with A = P from
+ * registers and B = V_j MN-major from its slot v_tile. Step kk reads keys 16 kk .. 16 kk + 15: two
+ * 8-row atoms, 2048 bytes further; the descriptor's LBO steps from head-dim columns 0..63 to
+ * 64..127 (kBlockN * 128 bytes), its SBO from the first 8 keys of the step to the next 8. Returns
+ * with the product in flight: the caller must not touch acc_o or p_frag before wgmma_wait. */
+template <typename T, int kHeadDim, int kBlockN>
+__device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const uint32_t (&p_frag)[kBlockN / 16][4], uint32_t v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_rs(acc_o, p_frag[kk], wgmma_desc_mn_major(v_tile + kk * 2048, kBlockN), 1, T());
+    wgmma_commit();
+}
+
+/* Before a turn's wgmma: the accumulators' and P's last ordinary writes (zeroing, rescaling,
+ * packing) are ordered before the tensor core reads them. */
+template <int kNTilesS, int kNTilesO>
+__device__ __forceinline__ void gemm_fence(float (&acc_s)[kNTilesS][4], float (&acc_o)[kNTilesO][4]) {
+    wgmma_hold(acc_s);
+    wgmma_hold(acc_o);
+    wgmma_fence();
+}
+
+/* A query tile whose rows all see no key (causal, seqlen_q - seqlen_k >= kBlockM) has nothing to
+ * compute: FlashAttention-2 writes its O rows as zeros and its LSE as +inf, and loads nothing. The
+ * consumers write them straight to global memory (thread `thread` of `nthreads`), without the
+ * shared-memory staging of O and without a turn. */
+template <typename T, int kHeadDim, int kRows>
+__device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0, int thread, int nthreads) {
+    const int64_t row_stride = (int64_t)p.heads_q * kHeadDim;
+    T *o = (T *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
+    const int valid_rows = p.seqlen_q - row0;
+    constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
+    for (int c = thread; c < kRows * kChunksPerRow; c += nthreads) {
+        const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+        if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
+    }
+    if (p.lse) {
+        float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
+        for (int row = thread; row < min(kRows, valid_rows); row += nthreads) lse[row] = INFINITY;
+    }
+}
+
+/* One query tile of the work: tile w of num_m * heads_q * batch, query blocks fastest (consecutive
+ * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first, so
+ * that the last tiles of the grid are short ones. n_blocks K/V tiles to visit (0: no key at
+ * all); from n_masked on they need the mask. */
+struct TileWork {
+    int m_block, head, batch, row0, n_blocks, n_masked;
+};
+template <int kBlockM, int kBlockN, bool kCausal>
+__device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int num_m) {
+    TileWork tw;
+    const int m_rank = w % num_m, hb = w / num_m;
+    tw.m_block = kCausal ? num_m - 1 - m_rank : m_rank;
+    tw.head = hb % p.heads_q;
+    tw.batch = hb / p.heads_q;
+    tw.row0 = tw.m_block * kBlockM;
+    /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
+     * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
+     * wholly masked and never loaded. */
+    const int diag = p.seqlen_k - p.seqlen_q;
+    int n_end = p.seqlen_k;
+    if (kCausal) n_end = min(n_end, max(0, tw.row0 + kBlockM + diag));
+    tw.n_blocks = (n_end + kBlockN - 1) / kBlockN;
+    /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
+     * diagonal of this tile's first row; the tiles below it need no mask at all. */
+    tw.n_masked = p.seqlen_k / kBlockN;
+    if (kCausal) tw.n_masked = min(tw.n_masked, max(0, (tw.row0 + diag + 1) / kBlockN));
+    return tw;
+}
+
+template <typename T, int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__((Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal>::kMinBlocks)
+flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o, int *tile_counter) {
+    constexpr int kBlockM = Tile<kHeadDim, kCausal>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim, kCausal>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNConsumers = Tile<kHeadDim, kCausal>::kNConsumers;  // consumer warpgroups
+    constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
+    constexpr int kStages = Tile<kHeadDim, kCausal>::kStages;  // K/V slots in the ring
+    constexpr int kExpSplit = Tile<kHeadDim, kCausal>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
+    constexpr bool kSAhead = Tile<kHeadDim, kCausal>::kSAhead;      // S computed a tile ahead of its softmax
+    static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
+    static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
+    static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
+    static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys (a TMA box of at most 256 rows), whole k16 steps of P V");
+    static_assert(kHeadDim % 64 == 0, "whole 128-byte column blocks");
+    /* The register split: the producer gives up all but kProducerRegs per thread, the consumers take
+     * kConsumerRegs. setmaxnreg trades registers inside the block only: the block starts with
+     * kLaunchRegs per thread (what __launch_bounds__ lets ptxas give each of kMinBlocks blocks of
+     * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
+     * block's pool, and the increase waits until that pool holds what it asks for. Asking for
+     * more than the block owns waits forever. The producer keeps 40 (24 in stages 11 and 12): it
+     * also hands out the query tiles now, and at 24 ptxas spills its causal loop. */
+    constexpr int kProducerRegs = 40, kConsumerRegs = Tile<kHeadDim, kCausal>::kConsumerRegs;
+    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal>::kMinBlocks * kNThreads)) / 8 * 8;
+    static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
+                  "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
+    static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
+    static_assert(kNConsumers == 2, "ping-pong takes turns between two consumer warpgroups");
+    /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
+     * turn of consumer c on the tensor cores. */
+    constexpr int kTurnBarrier = 1 + kNConsumers;
+    constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
+    constexpr int kKStepsPV = kBlockN / 16;  // k16 steps of the keys in P V
+    constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
+
+    /* Q_i, O's staging tile, then a ring of kStages K/V slots: the i-th K/V tile the block loads
+     * (counted over all its query tiles) lives in slot i % kStages. Every tile starts on a
+     * 1024-byte boundary (tile sizes are multiples of 8 rows x 128 bytes), because the swizzle
+     * wgmma applies is a function of the address bits; the base is rounded up to one (the launch
+     * adds 1 KiB). O has a tile of its own so that the next Q_i can land while O leaves. */
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
+    unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
+    constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(T);
+    T *sO = reinterpret_cast<T *>(smem + kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
+    const uint32_t sO_u32 = sQ_u32 + kQBytes;
+    constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
+    constexpr uint32_t kSlotBytes = 2 * kTileBytes;  // a slot: K_j then V_j
+    const uint32_t sK_u32 = sO_u32 + kQBytes, sV_u32 = sK_u32 + kTileBytes;
+    /* The ring's barriers, a pair per slot and tensor. "full" (arrival count 1: the producer's
+     * expect-tx) completes when the tile has landed; "empty" (arrival count kNConsumers: one
+     * arrival per consumer warpgroup) when every consumer is done reading it. The u-th use of a slot
+     * completes phase u of its full barrier and phase u of its empty barrier, named by parity u & 1.
+     * Q_i has such a pair too: the q-th query tile of the block completes phase q of both. */
+    __shared__ __align__(8) uint64_t bar_q, empty_q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+    /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
+     * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
+     * next tile comes from a global counter. "empty" counts every consumer thread, since each
+     * reads the message. */
+    __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
+    __shared__ int msg_tile[2];
+
+    /* The block's query tiles. The first is blockIdx.x. A grid of one block per tile stops there;
+     * a persistent grid (FLASH_PERSISTENT) gives each block several in turn, and its producer
+     * loads the next tile's Q and K/V while the consumers finish the last. The next tile is
+     * gridDim.x further, or, with a tile_counter (causal problems, whose tiles are not equal),
+     * the next one nobody has taken. */
+    const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
+    const int num_tiles = num_m * p.heads_q * p.batch;
+    const int diag = p.seqlen_k - p.seqlen_q;
+    const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warpgroup = warp / 4;  // 0: the producer; 1 .. kNConsumers: the consumers
+    const int g = lane / 4, t = lane % 4;  // fragment coordinates: row group and thread in quad
+
+    /* Thread 0 initialises the barriers and publishes them to the copy engine (the async proxy)
+     * and, through the one __syncthreads of the kernel, to every thread. */
+    const uint32_t bar_q_u32 = smem_u32(&bar_q), empty_q_u32 = smem_u32(&empty_q);
+    const uint32_t full_k_u32 = smem_u32(&full_k[0]), full_v_u32 = smem_u32(&full_v[0]);
+    const uint32_t empty_k_u32 = smem_u32(&empty_k[0]), empty_v_u32 = smem_u32(&empty_v[0]);
+    const uint32_t msg_full_u32 = smem_u32(&msg_full[0]), msg_empty_u32 = smem_u32(&msg_empty[0]);
+    if (threadIdx.x == 0) {
+        mbarrier_init(bar_q_u32, 1);
+        mbarrier_init(empty_q_u32, kNConsumers);
+        for (int s = 0; s < 2; ++s) {
+            mbarrier_init(msg_full_u32 + 8 * s, 1);
+            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128);
+        }
+        for (int s = 0; s < kStages; ++s) {
+            mbarrier_init(full_k_u32 + 8 * s, 1);
+            mbarrier_init(full_v_u32 + 8 * s, 1);
+            mbarrier_init(empty_k_u32 + 8 * s, kNConsumers);
+            mbarrier_init(empty_v_u32 + 8 * s, kNConsumers);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        /* ---- the producer: one thread issues every copy, as far ahead as the ring allows ---- */
+        setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(&map_q);
+            tma_prefetch_map(&map_k);
+            tma_prefetch_map(&map_v);
+            tma_prefetch_map(&map_o);
+            /* K/V tile i of the block (counted over all its query tiles) goes into slot
+             * i % kStages once the consumers have released that slot's previous tile, i - kStages:
+             * the (i / kStages)-th use of the slot waits for phase i / kStages - 1 of its empty
+             * barrier. The first kStages tiles wait for the phase "before phase 0", parity 1, which
+             * a fresh barrier reports complete; Q_i waits the same way for the consumers' last S
+             * of the query tile before. Within a query tile the copies go in the order the
+             * consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a tile, so a wait
+             * for a V slot never holds back the K tile needed first. */
+            int kv = 0, q_use = 0;
+            for (int w = blockIdx.x, msg = 0;; ++msg) {
+                /* The msg-th message: slot msg & 1, its (msg / 2)-th use. */
+                mbarrier_wait(msg_empty_u32 + 8 * (msg & 1), ((msg >> 1) & 1) ^ 1);
+                msg_tile[msg & 1] = w < num_tiles ? w : -1;
+                mbarrier_arrive(msg_full_u32 + 8 * (msg & 1));
+                if (w >= num_tiles) break;
+                const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+                if (tw.n_blocks > 0) {
+                    const int head_kv = tw.head / kv_group;
+                    mbarrier_wait(empty_q_u32, (q_use & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockM>(sQ_u32, &map_q, bar_q_u32, tw.head, tw.row0, tw.batch);
+                    for (int i = 0; i <= tw.n_blocks; ++i) {
+                        if (i < tw.n_blocks) {
+                            const int u = kv + i, s = u % kStages;
+                            mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                            load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
+                                                         (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
+                        }
+                        if (i > 0) {
+                            const int u = kv + i - 1, s = u % kStages;
+                            mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                            load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv,
+                                                         (tw.n_blocks - i) * kBlockN, tw.batch);
+                        }
+                    }
+                    kv += tw.n_blocks;
+                    ++q_use;
+                }
+                /* The next tile is taken once this one's copies are all issued: late enough that
+                 * the counter hands tiles to the blocks about to need one. */
+                w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
+            }
+        }
+        return;
+    }
+
+    /* ---- the consumers: both GEMMs and the softmax, nothing else ---- */
+    setmaxnreg_inc<kConsumerRegs>();
+    const int consumer = warpgroup - 1;
+    /* Consumer warp w (of all the consumers' warps) holds rows 16 w .. 16 w + 15 of Q_i, S and O:
+     * in every accumulator, c[0..1] of row g, c[2..3] of row g + 8. */
+    const int warp_row0 = (warp - 4) * 16;
+    /* The warpgroup's 64 rows of Q_i (and of O) start 64 rows (8 atoms) into each column block. */
+    const uint32_t q_tile = sQ_u32 + consumer * 64 * 128, o_tile = sO_u32 + consumer * 64 * 128;
+    /* One thread per warpgroup releases a slot: the wgmma that read it belong to the whole
+     * warpgroup, and its wait has seen them complete. */
+    const bool releases = threadIdx.x % 128 == 0;
+    /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
+    const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+
+    /* Ping-pong: the two consumer warpgroups take turns issuing their GEMMs. Warpgroup c waits at
+     * named barrier kTurnBarrier + c until the other has issued its GEMMs and arrived there; then
+     * it issues its own and arrives at the other's. So the tensor cores run one warpgroup's GEMMs
+     * while the other computes its softmax. Each barrier counts 256 threads: the 128 that wait and
+     * the 128 that arrive. The turns run on from one query tile into the next: consumer 1 opens
+     * the very first turn for consumer 0, its last turn of a query tile opens consumer 0's first
+     * of the next (which may start while consumer 1 still writes O), and after the block's last
+     * tile consumer 0 takes that last arrival with a wait of its own, so that every arrival meets
+     * a wait. */
+    if (consumer == 1) named_barrier_arrive(kTurnBarrier + 0, 256);
+
+    int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
+    for (int msg = 0;; ++msg) {
+        mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
+        const int w = msg_tile[msg & 1];
+        mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
+        if (w < 0) {
+            if (consumer == 0) named_barrier_sync(kTurnBarrier + 0, 256);
+            break;
+        }
+        const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+        const int n_blocks = tw.n_blocks, n_masked = tw.n_masked, head = tw.head, batch = tw.batch, row0 = tw.row0;
+        if (n_blocks == 0) {
+            store_empty_tile<T, kHeadDim, kBlockM>(p, batch, head, row0, threadIdx.x - 128, kNConsumers * 128);
+            continue;
+        }
+        const int row_g = row0 + warp_row0 + g;  // rows row_g + 8 h
+
+        /* Software pipeline: V trails K by one tile as in stage 10, and S runs a tile ahead of the
+         * softmax: the step of tile t issues S_{t+1} and reads V_{t-1}. */
+        mbarrier_wait(bar_q_u32, q_use & 1);
+
+        float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
+        float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
+        float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
+        /* P (as A fragments) and alpha of the tile whose P V is still to come. */
+        uint32_t p_frag[kKStepsPV][4];
+        float alpha[2] = {1.0f, 1.0f};
+
+        if constexpr (kSAhead) {
+            /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the
+             * softmax of this one, so the softmax never waits for a GEMM it has just issued. Tile t
+             * (the t-th the block visits, K_{n-1-t}) has its S in one of two accumulator sets, s_a
+             * and s_b, in turn: S_t is being read by the softmax while S_{t+1} is being written by
+             * the tensor cores. */
+            float s_a[kNTilesS][4], s_b[kNTilesS][4];
+
+            /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for
+             * both (below). A query tile with one key tile issues "S_1" as well, from K_0's slot
+             * again, and never reads it: a wgmma issued on one path only would make ptxas fence
+             * every wgmma of the kernel (info C7519), a far larger cost than one idle product in the
+             * shortest tiles. (Not from the next slot: with several query tiles per block, the
+             * producer may be filling it.) */
+            {
+                const bool has_next = n_blocks > 1;
+                const int s0 = kv % kStages, s1 = (kv + 1) % kStages;
+                mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
+                if (has_next) mbarrier_wait(full_k_u32 + 8 * s1, ((kv + 1) / kStages) & 1);
+                wgmma_hold(s_b);
+                gemm_fence(s_a, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32 + s0 * kSlotBytes);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (has_next ? s1 : s0) * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                /* Both: S_1 left running into the loop, whose two copies of the step hold it in
+                 * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
+                wgmma_wait<0>();
+                wgmma_hold(s_a);
+                wgmma_hold(s_b);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(s_a, m, l, alpha, scale_log2);
+                pack_p<T>(s_a, p_frag);
+            }
+
+            /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile t - 1;
+             * the softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor
+             * cores work through both, and the other warpgroup's GEMMs after them. */
+            auto tile_step = [&](bool has_next, int tile /* t */, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
+                const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
+                const int u = kv + tile;  // the block's count of this K/V tile: its slot and phase
+                const int stage = u % kStages, stage_next = (u + 1) % kStages, stage_prev = (u - 1) % kStages;
+                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+                if (has_next) mbarrier_wait(full_k_u32 + 8 * stage_next, ((u + 1) / kStages) & 1);
+                /* O *= alpha of tile t - 1 before its P V is issued below. */
+                rescale_o<kHeadDim>(acc_o, alpha);
+
+                gemm_fence(s_next, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
+                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+
+                /* S_t: committed a turn ago, and complete since the last wait of the step before (or
+                 * of the first turn); the two groups just issued may run on. Groups complete in order. */
+                if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
+                wgmma_hold(s_cur);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
+                if (n_block >= n_masked) mask_tile<kCausal>(s_cur, row_g, n_block * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
+                /* P V of tile t - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
+                wgmma_wait<0>();
+                wgmma_hold(acc_o);
+                wgmma_hold(s_next);
+                if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+                pack_p<T>(s_cur, p_frag);
+            };
+            int tile = 1;
+            for (; tile + 2 < n_blocks; tile += 2) {
+                tile_step(true, tile, s_b, s_a);
+                tile_step(true, tile + 1, s_a, s_b);
+            }
+            if (tile + 1 < n_blocks) {
+                tile_step(true, tile, s_b, s_a);
+                tile_step(false, tile + 1, s_a, s_b);
+            } else if (tile < n_blocks) {
+                tile_step(false, tile, s_b, s_a);
+            }
+        } else {
+            /* Without S ahead (kSAhead = 0): stage 12's turn, S_t and the P V of tile t - 1, in one
+             * set of S accumulators; the softmax of tile t waits for S_t and overlaps the P V only.
+             * It leaves registers for wider tiles where two sets of S would not fit. */
+            float acc_s[kNTilesS][4];
+            /* The first tile has no P V before it: S and the softmax alone. */
+            {
+                const int s0 = kv % kStages;
+                mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
+                gemm_fence(acc_s, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + s0 * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                wgmma_wait<0>();
+                wgmma_hold(acc_s);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
+                pack_p<T>(acc_s, p_frag);
+            }
+            for (int tile = 1; tile < n_blocks; ++tile) {
+                const int n_block = n_blocks - 1 - tile;
+                const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
+                mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
+                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+                rescale_o<kHeadDim>(acc_o, alpha);
+                gemm_fence(acc_s, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
+                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                /* S_t first: its group was committed first; the P V may run on under the softmax. */
+                wgmma_wait<1>();
+                wgmma_hold(acc_s);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
+                if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
+                wgmma_wait<0>();
+                wgmma_hold(acc_o);
+                if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+                pack_p<T>(acc_s, p_frag);
+            }
+        }
+
+        /* Every S of this query tile is complete: Q_i may be replaced by the next one. */
+        if (releases) mbarrier_arrive(empty_q_u32);
+
+        /* The last P V: V_0 was in the last copy of the query tile, whose barrier nobody has waited
+         * for yet; its slot is released like the others, for the next query tile's copies. It
+         * needs no turn: only P V is left, of this warpgroup and of the other, and the turns exist
+         * to interleave softmaxes with GEMMs. */
+        const int s_last = (kv + n_blocks - 1) % kStages;
+        mbarrier_wait(full_v_u32 + 8 * s_last, ((kv + n_blocks - 1) / kStages) & 1);
+        rescale_o<kHeadDim>(acc_o, alpha);
+        wgmma_hold(acc_o);
+        wgmma_fence();
+        pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + s_last * kSlotBytes);
+        wgmma_wait<0>();
+        wgmma_hold(acc_o);
+        if (releases) mbarrier_arrive(empty_v_u32 + 8 * s_last);
+
+        /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
+         * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
+        float inv_l[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+            inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
+        }
+        /* Stage this warp's rows of O in sO. The TMA store of the query tile before read them out
+         * before its issuing thread went on (tma_store_wait_read below), and every thread of the
+         * warpgroup has met that thread at a turn barrier since. */
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<uint32_t *>(&sO[smem_idx<kBlockM>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
+                    pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
+        /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread once
+         * all four warps have written their rows: the stores above are generic-proxy writes that the
+         * copy engine reads, hence the proxy fence in every writing thread before the barrier. Rows
+         * past seqlen_q are clipped by the engine. The issuing thread waits until the engine has read
+         * the tile, so that the next query tile's O may overwrite it and the block's shared memory
+         * outlives the copy. */
+        fence_proxy_async();
+        named_barrier_sync(1 + consumer, 128);
+        if (threadIdx.x % 128 == 0) {
+#pragma unroll
+            for (int c = 0; c < kHeadDim / 64; ++c)
+                tma_store_4d(&map_o, o_tile + c * kBlockM * 128, 64 * c, head, row0 + 64 * consumer, batch);
+            tma_store_commit();
+            tma_store_wait_read();
+        }
+        if (p.lse && t == 0) {
+            float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+        }
+        kv += n_blocks;
+        ++q_use;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Launch
+ * ------------------------------------------------------------------------------------------- */
+
+/* Shared memory of one block: Q_i, O and kStages K/V slots, plus 1 KiB to align the tiles. */
+template <typename T, int kHeadDim, bool kCausal>
+constexpr int smem_bytes() {
+    using Shape = Tile<kHeadDim, kCausal>;
+    return (2 * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
+}
+
+/* The grid: one block per query tile, or (FLASH_PERSISTENT, FLASH_PERSISTENT_CAUSAL) as many blocks
+ * as the GPU holds at once, each working through query tiles. Without a mask they are all equal,
+ * and block b takes tiles b, b + gridDim.x, ...; causal tiles are not: with that fixed stride,
+ * 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only ever get tiles of rank
+ * b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work than the mean. So a
+ * causal grid takes its tiles from a counter in global memory, allocated and zeroed on the stream
+ * for each call, in the order the tiles are numbered (longest first). make tune K=13 times both
+ * grids (candidates ending in +np launch one block per tile). */
+#ifndef FLASH_PERSISTENT
+#define FLASH_PERSISTENT 1
+#endif
+#ifndef FLASH_PERSISTENT_CAUSAL
+#define FLASH_PERSISTENT_CAUSAL 1
+#endif
+
+/* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
+ * an atomic flag per device, as in stage 08. */
+constexpr int kMaxDevices = 64;
+
+/* The tensor maps are encoded on every call, inside the call the caller times: three calls of
+ * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
+ * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
+ * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go
+ * stale. The maps travel as kernel parameters (__grid_constant__), so each launch owns its copy. */
+template <typename T, int kHeadDim, bool kCausal>
+static int launch(const flash_problem *p, cudaStream_t stream) {
+    constexpr int kBlockM = Tile<kHeadDim, kCausal>::kBlockM, kBlockN = Tile<kHeadDim, kCausal>::kBlockN;
+    constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCausal>();
+    static std::atomic<bool> opted_in[kMaxDevices];
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: no current device: %s", cudaGetErrorString(err));
+    const bool cached = device < kMaxDevices;
+    if (!(cached && opted_in[device].load(std::memory_order_acquire))) {
+        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        if (err != cudaSuccess)
+            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: %d bytes of shared memory refused: %s", kSmemBytes,
+                                   cudaGetErrorString(err));
+        if (cached) opted_in[device].store(true, std::memory_order_release);
+    }
+    CUtensorMap map_q, map_k, map_v, map_o;
+    int rc = flash_tma_map(&map_q, p->q, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, kBlockM, "kernel13_overlap", "q");
+    if (!rc) rc = flash_tma_map(&map_k, p->k, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN, "kernel13_overlap", "k");
+    if (!rc) rc = flash_tma_map(&map_v, p->v, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN, "kernel13_overlap", "v");
+    if (!rc) rc = flash_tma_map(&map_o, p->o, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel13_overlap", "o");
+    if (rc) return rc;
+    const long long num_tiles = (long long)((p->seqlen_q + kBlockM - 1) / kBlockM) * p->heads_q * p->batch;
+    /* Tile numbers and the stride past the last one must stay within an int. */
+    if (num_tiles > INT_MAX / 2)
+        return flash_set_error(FLASH_E_UNSUPPORTED,
+                               "kernel13_overlap: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
+                               "more than 2^30 - 1", num_tiles, kBlockM);
+    int grid = (int)num_tiles;
+    int *tile_counter = nullptr;
+    bool persistent = kCausal ? FLASH_PERSISTENT_CAUSAL : FLASH_PERSISTENT;
+    int sms = 0, pools = 0;
+    if (persistent) {
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+        if (err != cudaSuccess)
+            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: device attributes: %s", cudaGetErrorString(err));
+        /* A block counts the K/V tiles of all its query tiles (slots and phases follow the count),
+         * in an int, and with the counter one block may in principle take every tile; a problem
+         * whose K/V tiles of all query tiles would not fit, or a causal call on a device without
+         * stream-ordered allocation (for the counter), runs one block per tile. */
+        const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
+        if (num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools)) persistent = false;
+    }
+    if (persistent) {
+        grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal>::kMinBlocks);
+        if (kCausal) {
+            /* Stream-ordered: each call its own counter, however many calls run at once. */
+            err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
+            if (err == cudaSuccess) err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
+            if (err != cudaSuccess) {
+                if (tile_counter) cudaFreeAsync(tile_counter, stream);
+                cudaGetLastError();  // the failure is reported here, not again by the next launch's check
+                return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the tile counter: %s", cudaGetErrorString(err));
+            }
+        }
+    }
+    flash_fwd_kernel<T, kHeadDim, kCausal>
+        <<<grid, (Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o, tile_counter);
+    const int status = flash_launch_status("kernel13_overlap");
+    if (tile_counter) {
+        err = cudaFreeAsync(tile_counter, stream);
+        if (err != cudaSuccess && status == FLASH_OK)
+            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: freeing the tile counter: %s", cudaGetErrorString(err));
+    }
+    return status;
+}
+
+template <typename T>
+static int launch_dtype(const flash_problem *p, cudaStream_t stream) {
+    if (p->head_dim == 64) return p->causal ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
+    return p->causal ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+}
+
+extern "C" int flash_forward_kernel13(const flash_problem *p, cudaStream_t stream) {
+    return p->dtype == FLASH_BF16 ? launch_dtype<__nv_bfloat16>(p, stream) : launch_dtype<__half>(p, stream);
+}
