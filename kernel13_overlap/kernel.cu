@@ -54,7 +54,7 @@ struct TileShape {
                          kExpSplit = E, kSAhead = A;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 0
+#define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 0, 0
 #endif
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 160, 2, 232, 2, 1, 0, 0
