@@ -16,11 +16,13 @@
  *            pair, the producer passing tile numbers to the consumers through a two-message ring,
  *            turns that run on from one query tile into the next; causal a template parameter, so
  *            that causal problems take tiles of their own; 160-key tiles at head_dim 128 (one set
- *            of S leaves the registers for them). Tuning options: kSAhead, kExpSplit (a share of
- *            the exponentials computed on the FMA pipe, exp2_fma), one block per tile (+np).
+ *            of S leaves the registers for them); at head_dim 64, 192 query rows and three consumer
+ *            warpgroups taking turns in a ring (FA3's shape there). Tuning options: kSAhead,
+ *            kExpSplit (a share of the exponentials computed on the FMA pipe, exp2_fma), one block
+ *            per tile (+np).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 354f534): 603.6 TFLOP/s (169%
- *            of FA2), 1.04x stage 12; causal 552.6 (169% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 56540a0): 608.3 TFLOP/s (173%
+ *            of FA2), 1.03x stage 12; causal 564.7 (175% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
