@@ -115,7 +115,15 @@ $(BUILD)/common/%.o: common/%.c $(COMMON_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/harness/%.o: harness/%.c $(HEADERS)
+# The commit stamped into CSV rows lives in the harness objects, so they are rebuilt when it
+# changes: otherwise a rebuild with another COMMIT=... (or after a commit) would relink the old
+# stamp into rows timed on new code.
+$(GEN)/commit.txt: FORCE
+	@mkdir -p $(GEN)
+	@echo '$(COMMIT)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(BUILD)/harness/%.o: harness/%.c $(HEADERS) $(GEN)/commit.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DFLASH_COMMIT=\"$(COMMIT)\" -c $< -o $@
 

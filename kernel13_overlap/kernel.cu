@@ -16,11 +16,13 @@
  *            pair, the producer passing tile numbers to the consumers through a two-message ring,
  *            turns that run on from one query tile into the next; causal a template parameter, so
  *            that causal problems take tiles of their own; 160-key tiles at head_dim 128 (one set
- *            of S leaves the registers for them). Tuning options: kSAhead, kExpSplit (a share of
- *            the exponentials computed on the FMA pipe, exp2_fma), one block per tile (+np).
+ *            of S leaves the registers for them); at head_dim 64, 192 query rows and three consumer
+ *            warpgroups taking turns in a ring (FA3's shape there). Tuning options: kSAhead,
+ *            kExpSplit (a share of the exponentials computed on the FMA pipe, exp2_fma), one block
+ *            per tile (+np).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 354f534): 603.6 TFLOP/s (169%
- *            of FA2), 1.04x stage 12; causal 552.6 (169% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 56540a0): 608.3 TFLOP/s (173%
+ *            of FA2), 1.03x stage 12; causal 564.7 (175% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
@@ -54,7 +56,7 @@ struct TileShape {
                          kExpSplit = E, kSAhead = A;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 0
+#define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 0, 0
 #endif
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 160, 2, 232, 2, 1, 0, 0
@@ -287,13 +289,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
      * block's pool, and the increase waits until that pool holds what it asks for. Asking for
      * more than the block owns waits forever. The producer keeps 40 (24 in stages 11 and 12): it
-     * also hands out the query tiles now, and at 24 ptxas spills its causal loop. */
-    constexpr int kProducerRegs = 40, kConsumerRegs = Tile<kHeadDim, kCausal>::kConsumerRegs;
+     * also hands out the query tiles now, and at 24 ptxas spills its causal loop. With three
+     * consumers it keeps 32, which leaves them 160 each of the block's 512 x 128. */
+    constexpr int kProducerRegs = kNConsumers == 2 ? 40 : 32, kConsumerRegs = Tile<kHeadDim, kCausal>::kConsumerRegs;
     constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal>::kMinBlocks * kNThreads)) / 8 * 8;
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
                   "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
-    static_assert(kNConsumers == 2, "ping-pong takes turns between two consumer warpgroups");
+    static_assert(kNConsumers == 2 || kNConsumers == 3, "the turns go round two or three consumer warpgroups");
     /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
      * turn of consumer c on the tensor cores. */
     constexpr int kTurnBarrier = 1 + kNConsumers;
@@ -431,16 +434,18 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
-    /* Ping-pong: the two consumer warpgroups take turns issuing their GEMMs. Warpgroup c waits at
-     * named barrier kTurnBarrier + c until the other has issued its GEMMs and arrived there; then
-     * it issues its own and arrives at the other's. So the tensor cores run one warpgroup's GEMMs
-     * while the other computes its softmax. Each barrier counts 256 threads: the 128 that wait and
-     * the 128 that arrive. The turns run on from one query tile into the next: consumer 1 opens
-     * the very first turn for consumer 0, its last turn of a query tile opens consumer 0's first
-     * of the next (which may start while consumer 1 still writes O), and after the block's last
-     * tile consumer 0 takes that last arrival with a wait of its own, so that every arrival meets
-     * a wait. */
-    if (consumer == 1) named_barrier_arrive(kTurnBarrier + 0, 256);
+    /* Ping-pong: the consumer warpgroups take turns issuing their GEMMs, in a ring (with three, as
+     * FA3 does at head_dim 64: 0, 1, 2, 0, ...). Warpgroup c waits at named barrier
+     * kTurnBarrier + c until the one before it has issued its GEMMs and arrived there; then it
+     * issues its own and arrives at the next one's. So the tensor cores run one warpgroup's GEMMs
+     * while the others compute their softmax. Each barrier counts 256 threads: the 128 that wait
+     * and the 128 that arrive. The turns run on from one query tile into the next: the last
+     * consumer opens the very first turn for consumer 0, its last turn of a query tile opens
+     * consumer 0's first of the next (which may start while the others still write O), and after
+     * the block's last tile consumer 0 takes that last arrival with a wait of its own, so that
+     * every arrival meets a wait. */
+    const int next_turn = kTurnBarrier + (consumer + 1) % kNConsumers;
+    if (consumer == kNConsumers - 1) named_barrier_arrive(kTurnBarrier + 0, 256);
 
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
     for (int msg = 0;; ++msg) {
@@ -498,7 +503,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 named_barrier_sync(kTurnBarrier + consumer, 256);
                 qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32 + s0 * kSlotBytes);
                 qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (has_next ? s1 : s0) * kSlotBytes);
-                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                named_barrier_arrive(next_turn, 256);
                 /* Both: S_1 left running into the loop, whose two copies of the step hold it in
                  * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
                 wgmma_wait<0>();
@@ -526,7 +531,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 named_barrier_sync(kTurnBarrier + consumer, 256);
                 if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
                 pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                named_barrier_arrive(next_turn, 256);
 
                 /* S_t: committed a turn ago, and complete since the last wait of the step before (or
                  * of the first turn); the two groups just issued may run on. Groups complete in order. */
@@ -565,7 +570,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 gemm_fence(acc_s, acc_o);
                 named_barrier_sync(kTurnBarrier + consumer, 256);
                 qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + s0 * kSlotBytes);
-                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                named_barrier_arrive(next_turn, 256);
                 wgmma_wait<0>();
                 wgmma_hold(acc_s);
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
@@ -583,7 +588,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 named_barrier_sync(kTurnBarrier + consumer, 256);
                 qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
                 pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-                named_barrier_arrive(kTurnBarrier + 1 - consumer, 256);
+                named_barrier_arrive(next_turn, 256);
                 /* S_t first: its group was committed first; the P V may run on under the softmax. */
                 wgmma_wait<1>();
                 wgmma_hold(acc_s);
