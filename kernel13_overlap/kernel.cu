@@ -4,7 +4,7 @@
  * Technique: overlap across and inside query tiles (docs/13_overlap.md), on top of stage 12's
  *            turns. Across: a persistent grid, one block per SM working through query tiles, so
  *            that the producer loads the next tile's Q_i and K/V while the consumers finish the last
- *            one, and consumer 0 starts its next tile while consumer 1 still writes O; causal grids
+ *            one, and consumer 0 starts its next tile while the others still write O; causal grids
  *            take their tiles from a counter (longest first), since their tiles are unequal.
  *            Inside (kSAhead = 1): the turn issues the S of the *next* key tile with the P V of the
  *            last one, and the softmax works on the S that came in the turn before, in one of two
@@ -517,7 +517,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
             /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile t - 1;
              * the softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor
-             * cores work through both, and the other warpgroup's GEMMs after them. */
+             * cores work through both, and the other warpgroups' GEMMs after them. */
             auto tile_step = [&](bool has_next, int tile /* t */, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
                 const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
                 const int u = kv + tile;  // the block's count of this K/V tile: its slot and phase
@@ -607,7 +607,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
         /* The last P V: V_0 was in the last copy of the query tile, whose barrier nobody has waited
          * for yet; its slot is released like the others, for the next query tile's copies. It
-         * needs no turn: only P V is left, of this warpgroup and of the other, and the turns exist
+         * needs no turn: only P V is left, of this warpgroup and of the others, and the turns exist
          * to interleave softmaxes with GEMMs. */
         const int s_last = (kv + n_blocks - 1) % kStages;
         mbarrier_wait(full_v_u32 + 8 * s_last, ((kv + n_blocks - 1) / kStages) & 1);
