@@ -4,7 +4,8 @@
 #   make tune without a GPU stops at once with the reason, before compiling anything;
 #   make grade refuses a stage without an assignment, and a file with the wrong entry point fails
 #   for that reason ([symbol]), never as "did not build";
-#   make sass and make diff work from the sources alone.
+#   make sass and make diff work from the sources alone;
+#   tools/ncu_metrics.sh refuses a problem it does not know.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -24,6 +25,17 @@ else
         bad "make tune without a GPU fails fast" "exit $rc after $((SECONDS - start)) s: $(head -c 200 "$T/tune.out")"
     fi
 fi
+
+# tools/ncu_metrics.sh refuses a problem it cannot name before it looks for ncu or a GPU.
+for pr in sweep/96/1024 sweep/128/1000 headline/bogus; do
+    NCU_PROBLEM=$pr bash tools/ncu_metrics.sh "$T/ncu.csv" 13 >"$T/ncu.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "NCU_PROBLEM=$pr" "$T/ncu.out" && [ ! -s "$T/ncu.csv" ]; then
+        ok "ncu_metrics refuses NCU_PROBLEM=$pr: $(head -n 1 "$T/ncu.out" | cut -c1-90)"
+    else
+        bad "ncu_metrics refuses NCU_PROBLEM=$pr" "exit $rc: $(head -c 200 "$T/ncu.out")"
+    fi
+done
 
 for k in 01 99 x; do
     make -s grade K="$k" SRC=kernel05_swizzle/kernel.cu >"$T/grade_$k.out" 2>&1

@@ -4,13 +4,29 @@
 #   gpu,kernel,name,problem,metric,unit,value,commit,date
 # so that the chapters quote profiles from a file the tool wrote, through tools/results_md.py.
 # Usage: tools/ncu_metrics.sh OUT.csv [STAGE...]   (default: every stage build/allstages runs)
+# NCU_PROBLEM=headline/causal, sweep/D/S or sweep/D/S/causal profiles that problem instead (the
+# names of tools/results_md.py; the CSV's problem column records it).
 set -u
 cd "$(dirname "$0")/.."
 CSV=${1:?usage: tools/ncu_metrics.sh OUT.csv [STAGE...]}
 shift
 BIN=build/allstages
-command -v ncu >/dev/null 2>&1 || { echo "ncu_metrics: ncu (Nsight Compute) not found" >&2; exit 2; }
 stages=${*:-$(seq 1 "$(ls -d kernel[0-9][0-9]_*/ | wc -l)")}
+PROBLEM=${NCU_PROBLEM:-headline}
+case $PROBLEM in
+headline)        ARGS="" ;;
+headline/causal) ARGS="--causal 1" ;;
+sweep/*)
+    IFS=/ read -r _ d n c <<<"$PROBLEM"
+    case $d:$n:${c:-} in
+    64:*:|128:*:|64:*:causal|128:*:causal) ;;
+    *) echo "ncu_metrics: NCU_PROBLEM=$PROBLEM: want sweep/64 or sweep/128, a seqlen, and optionally /causal" >&2; exit 2 ;;
+    esac
+    case $n in 512|1024|2048|4096|8192|16384) ;; *) echo "ncu_metrics: NCU_PROBLEM=$PROBLEM: seqlen $n is not a sweep point" >&2; exit 2 ;; esac
+    ARGS="--batch $((65536 / n)) --heads $((2048 / d)) --seqlen $n --head-dim $d --causal $([ "${c:-}" = causal ] && echo 1 || echo 0)" ;;
+*) echo "ncu_metrics: NCU_PROBLEM=$PROBLEM: want headline, headline/causal, sweep/D/S or sweep/D/S/causal" >&2; exit 2 ;;
+esac
+command -v ncu >/dev/null 2>&1 || { echo "ncu_metrics: ncu (Nsight Compute) not found" >&2; exit 2; }
 # The sections the chapters read (throughput, pipes, scheduler and warp states) plus the shared-memory
 # bank conflicts, which no default section reports as one number.
 SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats --section Occupancy"
@@ -19,7 +35,7 @@ tmp=$(mktemp -d)
 for s in $stages; do
     # shellcheck disable=SC2086
     if ! ncu --clock-control none --kernel-name regex:flash_fwd_kernel --launch-skip 3 --launch-count 1 $SECTIONS \
-            --metrics "$METRICS" --page raw --csv "$BIN" --stage "$s" --no-check --warmup 3 --iters 1 >"$tmp/ncu_$s.csv" 2>"$tmp/ncu_$s.err"; then
+            --metrics "$METRICS" --page raw --csv "$BIN" --stage "$s" $ARGS --no-check --warmup 3 --iters 1 >"$tmp/ncu_$s.csv" 2>"$tmp/ncu_$s.err"; then
         echo "ncu_metrics: stage $s failed: $(tail -3 "$tmp/ncu_$s.err")" >&2
         continue
     fi
@@ -28,9 +44,9 @@ done
 # ncu's raw page is one header row of metric names, one row of units, one row per kernel: turn the
 # rows into the long form above.
 python3 - "$CSV" "$tmp" "$(build/allstages --gpu-slug >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-        "${COMMIT:-unknown}" $stages <<'PY'
+        "${COMMIT:-unknown}" "$PROBLEM" $stages <<'PY'
 import csv, datetime, os, sys
-out, tmp, gpu, commit, stages = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+out, tmp, gpu, commit, problem, stages = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 new = not os.path.exists(out) or os.path.getsize(out) == 0
 with open(out, "a", newline="") as f:
@@ -50,7 +66,7 @@ with open(out, "a", newline="") as f:
         name = next((d for d in sorted(os.listdir(".")) if d.startswith(kernel + "_")), kernel)
         for n, u, v in zip(names, units, values):
             if "__" in n:  # metrics have double underscores; the ID, process and launch columns do not
-                w.writerow([gpu, kernel, name, "headline", n, u, v.replace(",", ""), commit, date])
+                w.writerow([gpu, kernel, name, problem, n, u, v.replace(",", ""), commit, date])
 PY
 rm -rf "$tmp"
 echo "ncu metrics appended to $CSV"

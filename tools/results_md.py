@@ -116,17 +116,18 @@ class Data:
                            f"through tools/gpu_session.sh peak; the {WGMMA_PEAK} row only on a Hopper GPU)")
         return value
 
-    def ncu_value(self, kernel, metric):
+    def ncu_value(self, kernel, metric, problem="headline"):
         path, rows = self.ncu
         if rows is None:
             raise GenError(f"{path} does not exist (tools/gpu_session.sh ncu writes it)")
-        if (kernel, metric) not in rows:
-            raise GenError(f"{path} has no {metric} for {kernel}")
-        return rows[(kernel, metric)]
+        if (kernel, metric, problem) not in rows:
+            raise GenError(f"{path} has no {metric} for {kernel} at {problem} "
+                           f"(NCU_PROBLEM={problem} tools/ncu_metrics.sh writes it)")
+        return rows[(kernel, metric, problem)]
 
 
 def read_ncu(path):
-    """{(kernel, metric): (value, unit, commit)}: the last row of each wins."""
+    """{(kernel, metric, problem): (value, unit, commit)}: the last row of each wins."""
     rows = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -134,7 +135,7 @@ def read_ncu(path):
                 value = float(row["value"])
             except ValueError:
                 continue
-            rows[(row["kernel"], row["metric"])] = (value, row["unit"], row["commit"])
+            rows[(row["kernel"], row["metric"], row["problem"])] = (value, row["unit"], row["commit"])
     return rows
 
 
@@ -402,7 +403,7 @@ def ncu_block(data, kernels):
 #   peakpct KERNEL [PROBLEM]         53 %            a kernel's TFLOP/s as a percentage of the ceiling
 #   wgmmapeak                        929.0           the wgmma ceiling (the wgmma_peak row: Hopper only)
 #   wgmmapeakpct KERNEL [PROBLEM]    55 %            a kernel's TFLOP/s as a percentage of the wgmma ceiling
-#   ncu KERNEL METRIC                7.5 G / 12.6 %  one Nsight Compute counter
+#   ncu KERNEL METRIC [PROBLEM]      7.5 G / 12.6 %  one Nsight Compute counter (of NCU_PROBLEM's rows)
 #   ncuratio KERNEL KERNEL METRIC    8.0x            the first kernel's counter over the second's
 #   sweepratio KERNEL REF D C        0.96x-1.23x     the range of KERNEL / REF over the sweep (D: 64,
 #                                                    128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
@@ -431,7 +432,7 @@ def figure(data, what):
         p = problem_arg(rest[1]) if len(rest) > 1 else headline()
         return f"{100 * data.tflops(rest[0], p) / ceiling:.0f} %"
     if kind == "ncu":
-        value, unit, _ = data.ncu_value(rest[0], rest[1])
+        value, unit, _ = data.ncu_value(rest[0], rest[1], *rest[2:3])
         return f"{value:.1f} %" if unit == "%" else count(value)
     if kind == "ncuratio":
         return f"{data.ncu_value(rest[0], rest[2])[0] / data.ncu_value(rest[1], rest[2])[0]:.1f}x"
