@@ -13,19 +13,24 @@ shift
 BIN=build/allstages
 stages=${*:-$(seq 1 "$(ls -d kernel[0-9][0-9]_*/ | wc -l)")}
 PROBLEM=${NCU_PROBLEM:-headline}
-case $PROBLEM in
-headline)        ARGS="" ;;
-headline/causal) ARGS="--causal 1" ;;
-sweep/*)
-    IFS=/ read -r _ d n c <<<"$PROBLEM"
-    case $d:$n:${c:-} in
-    64:*:|128:*:|64:*:causal|128:*:causal) ;;
-    *) echo "ncu_metrics: NCU_PROBLEM=$PROBLEM: want sweep/64 or sweep/128, a seqlen, and optionally /causal" >&2; exit 2 ;;
-    esac
-    case $n in 512|1024|2048|4096|8192|16384) ;; *) echo "ncu_metrics: NCU_PROBLEM=$PROBLEM: seqlen $n is not a sweep point" >&2; exit 2 ;; esac
-    ARGS="--batch $((65536 / n)) --heads $((2048 / d)) --seqlen $n --head-dim $d --causal $([ "${c:-}" = causal ] && echo 1 || echo 0)" ;;
-*) echo "ncu_metrics: NCU_PROBLEM=$PROBLEM: want headline, headline/causal, sweep/D/S or sweep/D/S/causal" >&2; exit 2 ;;
-esac
+# The problem's ./run flags, from the one definition of the benchmark's problems (harness/contract.py).
+ARGS=$(python3 - "$PROBLEM" <<'PY'
+import sys
+sys.path.insert(0, "harness")
+from contract import HEADLINE, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, sweep_problem
+names = {"headline": HEADLINE, "headline/causal": HEADLINE[:-1] + (1,)}
+for d in SWEEP_HEAD_DIMS:
+    for s in SWEEP_SEQLENS:
+        for c in (0, 1):
+            names[f"sweep/{d}/{s}" + ("/causal" if c else "")] = sweep_problem(s, d, c)
+if sys.argv[1] not in names:
+    sys.exit(f"ncu_metrics: NCU_PROBLEM={sys.argv[1]}: want headline, headline/causal, sweep/D/S or sweep/D/S/causal "
+             f"(D in {SWEEP_HEAD_DIMS}, S in {SWEEP_SEQLENS})")
+dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = names[sys.argv[1]]
+print(f"--dtype {dtype} --batch {batch} --heads {heads_q} --kv-heads {heads_kv} --seqlen-q {seqlen_q} "
+      f"--seqlen-k {seqlen_k} --head-dim {head_dim} --causal {causal}")
+PY
+) || exit 2
 command -v ncu >/dev/null 2>&1 || { echo "ncu_metrics: ncu (Nsight Compute) not found" >&2; exit 2; }
 # The sections the chapters read (throughput, pipes, scheduler and warp states) plus the shared-memory
 # bank conflicts, which no default section reports as one number.
