@@ -238,17 +238,36 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     }
 }
 
+/* Causal tiles are numbered longest first within a group of FLASH_CAUSAL_HEAD_GROUP (head, batch)
+ * pairs: with groups of one, each head's longest tile comes right after the previous head's
+ * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
+ * beside them. Larger groups put the longest tiles of several heads first and keep the grid's
+ * K/V working set at a group's heads, for the L2. */
+#ifndef FLASH_CAUSAL_HEAD_GROUP
+#define FLASH_CAUSAL_HEAD_GROUP 1
+#endif
+constexpr int kCausalHeadGroup = FLASH_CAUSAL_HEAD_GROUP;
+static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pairs per group, at least one");
+
 /* One query tile of the work: tile w of num_m * heads_q * batch, query blocks fastest (consecutive
- * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first, so
- * that the last tiles of the grid are short ones. n_blocks K/V tiles to visit (0: no key at
- * all); from n_masked on they need the mask. */
+ * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first
+ * (within a group of heads, above), so that the last tiles of the grid are short ones. n_blocks
+ * K/V tiles to visit (0: no key at all); from n_masked on they need the mask. */
 struct TileWork {
     int m_block, head, batch, row0, n_blocks, n_masked;
 };
 template <int kBlockM, int kBlockN, bool kCausal>
 __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int num_m) {
     TileWork tw;
-    const int m_rank = w % num_m, hb = w / num_m;
+    int m_rank = w % num_m, hb = w / num_m;
+    if (kCausal && kCausalHeadGroup > 1) {
+        const long long per_group = (long long)num_m * kCausalHeadGroup;  // tiles of a whole group
+        const int group = (int)(w / per_group), first_hb = group * kCausalHeadGroup;
+        const int r = (int)(w - group * per_group);
+        const int group_size = min(kCausalHeadGroup, p.heads_q * p.batch - first_hb);  // the last may be short
+        m_rank = r / group_size;
+        hb = first_hb + r % group_size;
+    }
     tw.m_block = kCausal ? num_m - 1 - m_rank : m_rank;
     tw.head = hb % p.heads_q;
     tw.batch = hb / p.heads_q;
@@ -326,8 +345,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     __shared__ __align__(8) uint64_t bar_q, empty_q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
     /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
      * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
-     * next tile comes from a global counter. "empty" counts every consumer thread, since each
-     * reads the message. */
+     * next tile comes from a global counter. "empty" counts every consumer warp: its lane 0 arrives
+     * once all 32 lanes have read the message (one arrival per thread would put 32 arrivals on one
+     * word in a row, which the profile shows as shared-memory bank conflicts). */
     __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
     __shared__ int msg_tile[2];
 
@@ -355,7 +375,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         mbarrier_init(empty_q_u32, kNConsumers);
         for (int s = 0; s < 2; ++s) {
             mbarrier_init(msg_full_u32 + 8 * s, 1);
-            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128);
+            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 4);
         }
         for (int s = 0; s < kStages; ++s) {
             mbarrier_init(full_k_u32 + 8 * s, 1);
@@ -451,7 +471,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     for (int msg = 0;; ++msg) {
         mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
         const int w = msg_tile[msg & 1];
-        mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
+        __syncwarp();  // every lane's read of the message comes before its warp's release of it
+        if (lane == 0) mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
         if (w < 0) {
             if (consumer == 0) named_barrier_sync(kTurnBarrier + 0, 256);
             break;
