@@ -474,6 +474,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         __syncwarp();  // every lane's read of the message comes before its warp's release of it
         if (lane == 0) mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
         if (w < 0) {
+            /* The block's shared memory must outlive the last TMA store's reads of sO. */
+            if (threadIdx.x % 128 == 0) tma_store_wait_read();
             if (consumer == 0) named_barrier_sync(kTurnBarrier + 0, 256);
             break;
         }
@@ -649,9 +651,12 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
             inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
         }
-        /* Stage this warp's rows of O in sO. The TMA store of the query tile before read them out
-         * before its issuing thread went on (tma_store_wait_read below), and every thread of the
-         * warpgroup has met that thread at a turn barrier since. */
+        /* Stage this warp's rows of O in sO, once the TMA store of this warpgroup's query tile
+         * before has read them out: its issuing thread waits for that here, a whole query tile
+         * after the store was issued, so the wait is short, and not right after issuing it, where
+         * its whole warpgroup would wait with it at the next turn. */
+        if (threadIdx.x % 128 == 0) tma_store_wait_read();
+        named_barrier_sync(1 + consumer, 128);
 #pragma unroll
         for (int nt = 0; nt < kNTilesO; ++nt)
 #pragma unroll
@@ -661,9 +666,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread once
          * all four warps have written their rows: the stores above are generic-proxy writes that the
          * copy engine reads, hence the proxy fence in every writing thread before the barrier. Rows
-         * past seqlen_q are clipped by the engine. The issuing thread waits until the engine has read
-         * the tile, so that the next query tile's O may overwrite it and the block's shared memory
-         * outlives the copy. */
+         * past seqlen_q are clipped by the engine. */
         fence_proxy_async();
         named_barrier_sync(1 + consumer, 128);
         if (threadIdx.x % 128 == 0) {
@@ -671,7 +674,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             for (int c = 0; c < kHeadDim / 64; ++c)
                 tma_store_4d(&map_o, o_tile + c * kBlockM * 128, 64 * c, head, row0 + 64 * consumer, batch);
             tma_store_commit();
-            tma_store_wait_read();
         }
         if (p.lse && t == 0) {
             float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
