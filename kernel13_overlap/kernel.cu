@@ -10,16 +10,17 @@
  *            last one, and the softmax works on the S that came in the turn before, in one of two
  *            sets of S accumulators. Measured on the H200 it loses to the shipped tiles: at head_dim
  *            64 it is slower at equal tiles, and at head_dim 128 two sets fit only 96-key tiles,
- *            which lose to 160 and 128 keys in one set (docs/13_overlap.md). So the shipped tiles
+ *            which lose to 128 keys in one set (docs/13_overlap.md). So the shipped tiles
  *            keep stage 12's order, kSAhead = 0, and make tune K=13 times both.
  * Changed:   the persistent grid: O staged in a tile of its own and Q_i guarded by a full/empty
  *            pair, the producer passing tile numbers to the consumers through a two-message ring,
  *            turns that run on from one query tile into the next; causal a template parameter, so
- *            that causal problems take tiles of their own; 160-key tiles at head_dim 128 (one set
- *            of S leaves the registers for them); at head_dim 64, 192 query rows and three consumer
- *            warpgroups taking turns in a ring (FA3's shape there). Tuning options: kSAhead,
- *            kExpSplit (a share of the exponentials computed on the FMA pipe, exp2_fma), one block
- *            per tile (+np).
+ *            that causal problems take tiles of their own, longest first across groups of heads;
+ *            at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a ring
+ *            (FA3's shape there), but two consumers for short causal sequences (kShort, chosen at
+ *            launch). Tuning options: kSAhead, kExpSplit (a share of the exponentials computed on
+ *            the FMA pipe, exp2_fma), one block per tile (+np), 160-key tiles at head_dim 128 (one
+ *            set of S leaves the registers for them; they measured slower than 128).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 56540a0): 608.3 TFLOP/s (173%
  *            of FA2), 1.03x stage 12; causal 564.7 (175% of FA2).
@@ -59,22 +60,33 @@ struct TileShape {
 #define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 0, 0
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 160, 2, 232, 2, 1, 0, 0
+#define FLASH_TILE_D128 128, 128, 2, 232, 2, 1, 0, 0
 #endif
 /* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
- * there), so they take tiles of their own: at head_dim 128, 128 keys, since a causal query tile
- * ends in a masked key tile, and wider key tiles waste more of it. */
+ * there), so they can take tiles of their own. */
 #ifndef FLASH_TILE_D64_CAUSAL
 #define FLASH_TILE_D64_CAUSAL FLASH_TILE_D64
 #endif
 #ifndef FLASH_TILE_D128_CAUSAL
-#define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 0, 0
+#define FLASH_TILE_D128_CAUSAL FLASH_TILE_D128
 #endif
-template <int kHeadDim, bool kCausal> struct Tile;
-template <> struct Tile<64, false> : TileShape<FLASH_TILE_D64> {};
-template <> struct Tile<128, false> : TileShape<FLASH_TILE_D128> {};
-template <> struct Tile<64, true> : TileShape<FLASH_TILE_D64_CAUSAL> {};
-template <> struct Tile<128, true> : TileShape<FLASH_TILE_D128_CAUSAL> {};
+/* Short causal sequences at head_dim 64 (seqlen_q up to FLASH_SHORT_CAUSAL) take 128 query rows
+ * and two consumers instead of 192 and three. A causal grid's longest tile is its last query tile,
+ * and 192 rows leave a third of it or more past the end of the sequence at 512 and 1k (1k is 5.3
+ * tiles of 192): the dead rows cost a quarter of the work there, which three consumers do not win
+ * back. From 2k on a third consumer is faster (docs/13). */
+#ifndef FLASH_TILE_D64_CAUSAL_SHORT
+#define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 0, 0
+#endif
+#ifndef FLASH_SHORT_CAUSAL
+#define FLASH_SHORT_CAUSAL 1024
+#endif
+template <int kHeadDim, bool kCausal, bool kShort> struct Tile;
+template <> struct Tile<64, false, false> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128, false, false> : TileShape<FLASH_TILE_D128> {};
+template <> struct Tile<64, true, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
+template <> struct Tile<128, true, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
+template <> struct Tile<64, true, true> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
 
 /* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
  * that wgmma reads (common/hopper.cuh), kHeadDim / 64 column blocks of [kRows, 64]. */
@@ -242,9 +254,10 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
  * pairs: with groups of one, each head's longest tile comes right after the previous head's
  * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
  * beside them. Larger groups put the longest tiles of several heads first and keep the grid's
- * K/V working set at a group's heads, for the L2. */
+ * K/V working set at a group's heads, for the L2. Groups of four measured faster than one on the
+ * causal sweep (most at short sequences) and level with or faster than eight (docs/13). */
 #ifndef FLASH_CAUSAL_HEAD_GROUP
-#define FLASH_CAUSAL_HEAD_GROUP 1
+#define FLASH_CAUSAL_HEAD_GROUP 4
 #endif
 constexpr int kCausalHeadGroup = FLASH_CAUSAL_HEAD_GROUP;
 static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pairs per group, at least one");
@@ -286,17 +299,17 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
     return tw;
 }
 
-template <typename T, int kHeadDim, bool kCausal>
-__global__ void __launch_bounds__((Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal>::kMinBlocks)
+template <typename T, int kHeadDim, bool kCausal, bool kShort>
+__global__ void __launch_bounds__((Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal, kShort>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                  const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o, int *tile_counter) {
-    constexpr int kBlockM = Tile<kHeadDim, kCausal>::kBlockM;  // query rows per block (Q_i)
-    constexpr int kBlockN = Tile<kHeadDim, kCausal>::kBlockN;  // keys per tile (K_j, V_j)
-    constexpr int kNConsumers = Tile<kHeadDim, kCausal>::kNConsumers;  // consumer warpgroups
+    constexpr int kBlockM = Tile<kHeadDim, kCausal, kShort>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim, kCausal, kShort>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNConsumers = Tile<kHeadDim, kCausal, kShort>::kNConsumers;  // consumer warpgroups
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
-    constexpr int kStages = Tile<kHeadDim, kCausal>::kStages;  // K/V slots in the ring
-    constexpr int kExpSplit = Tile<kHeadDim, kCausal>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
-    constexpr bool kSAhead = Tile<kHeadDim, kCausal>::kSAhead;      // S computed a tile ahead of its softmax
+    constexpr int kStages = Tile<kHeadDim, kCausal, kShort>::kStages;  // K/V slots in the ring
+    constexpr int kExpSplit = Tile<kHeadDim, kCausal, kShort>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
+    constexpr bool kSAhead = Tile<kHeadDim, kCausal, kShort>::kSAhead;      // S computed a tile ahead of its softmax
     static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -310,8 +323,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * more than the block owns waits forever. The producer keeps 40 (24 in stages 11 and 12): it
      * also hands out the query tiles now, and at 24 ptxas spills its causal loop. With three
      * consumers it keeps 32, which leaves them 160 each of the block's 512 x 128. */
-    constexpr int kProducerRegs = kNConsumers == 2 ? 40 : 32, kConsumerRegs = Tile<kHeadDim, kCausal>::kConsumerRegs;
-    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal>::kMinBlocks * kNThreads)) / 8 * 8;
+    constexpr int kProducerRegs = kNConsumers == 2 ? 40 : 32, kConsumerRegs = Tile<kHeadDim, kCausal, kShort>::kConsumerRegs;
+    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal, kShort>::kMinBlocks * kNThreads)) / 8 * 8;
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
                   "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
@@ -691,9 +704,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
  * ------------------------------------------------------------------------------------------- */
 
 /* Shared memory of one block: Q_i, O and kStages K/V slots, plus 1 KiB to align the tiles. */
-template <typename T, int kHeadDim, bool kCausal>
+template <typename T, int kHeadDim, bool kCausal, bool kShort>
 constexpr int smem_bytes() {
-    using Shape = Tile<kHeadDim, kCausal>;
+    using Shape = Tile<kHeadDim, kCausal, kShort>;
     return (2 * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 
@@ -721,17 +734,17 @@ constexpr int kMaxDevices = 64;
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go
  * stale. The maps travel as kernel parameters (__grid_constant__), so each launch owns its copy. */
-template <typename T, int kHeadDim, bool kCausal>
+template <typename T, int kHeadDim, bool kCausal, bool kShort>
 static int launch(const flash_problem *p, cudaStream_t stream) {
-    constexpr int kBlockM = Tile<kHeadDim, kCausal>::kBlockM, kBlockN = Tile<kHeadDim, kCausal>::kBlockN;
-    constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCausal>();
+    constexpr int kBlockM = Tile<kHeadDim, kCausal, kShort>::kBlockM, kBlockN = Tile<kHeadDim, kCausal, kShort>::kBlockN;
+    constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCausal, kShort>();
     static std::atomic<bool> opted_in[kMaxDevices];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: no current device: %s", cudaGetErrorString(err));
     const bool cached = device < kMaxDevices;
     if (!(cached && opted_in[device].load(std::memory_order_acquire))) {
-        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
@@ -766,7 +779,7 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         if (num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools)) persistent = false;
     }
     if (persistent) {
-        grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal>::kMinBlocks);
+        grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal, kShort>::kMinBlocks);
         if (kCausal) {
             /* Stream-ordered: each call its own counter, however many calls run at once. */
             err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
@@ -778,8 +791,8 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
             }
         }
     }
-    flash_fwd_kernel<T, kHeadDim, kCausal>
-        <<<grid, (Tile<kHeadDim, kCausal>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o, tile_counter);
+    flash_fwd_kernel<T, kHeadDim, kCausal, kShort>
+        <<<grid, (Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o, tile_counter);
     const int status = flash_launch_status("kernel13_overlap");
     if (tile_counter) {
         err = cudaFreeAsync(tile_counter, stream);
@@ -791,8 +804,11 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
 
 template <typename T>
 static int launch_dtype(const flash_problem *p, cudaStream_t stream) {
-    if (p->head_dim == 64) return p->causal ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
-    return p->causal ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+    if (p->head_dim == 64) {
+        if (!p->causal) return launch<T, 64, false, false>(p, stream);
+        return p->seqlen_q <= FLASH_SHORT_CAUSAL ? launch<T, 64, true, true>(p, stream) : launch<T, 64, true, false>(p, stream);
+    }
+    return p->causal ? launch<T, 128, true, false>(p, stream) : launch<T, 128, false, false>(p, stream);
 }
 
 extern "C" int flash_forward_kernel13(const flash_problem *p, cudaStream_t stream) {

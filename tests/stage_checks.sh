@@ -84,7 +84,7 @@ stage_ptx_checks() {
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
     13) want "$dir" "$ptx" "a global tile counter (the causal grid's scheduler)" "atom\.global\.add"
-        want "$dir" "$ptx" "160-key S tiles (wgmma m64n160)" "wgmma\.mma_async\.sync\.aligned\.m64n160k16"
+        want "$dir" "$ptx" "three consumer warpgroups at 160 registers (setmaxnreg.inc 160)" "setmaxnreg\.inc\.sync\.aligned\.u32 160"
         want "$dir" "$ptx" "named barrier wait (a turn on the tensor cores)" "bar\.sync"
         want "$dir" "$ptx" "named barrier arrival (the turn handed over)" "bar\.arrive"
         want "$dir" "$ptx" "setmaxnreg" "setmaxnreg\.inc\.sync\.aligned\.u32"
@@ -113,7 +113,7 @@ stage_sass_checks() {
         want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     12) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "HGMMA" "HGMMA"
         want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
-    13) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "HGMMA.64x160x16" "HGMMA\.64x160x16"
+    13) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "USETMAXREG.TRY_ALLOC 0xa0 = 160 (three consumers)" "USETMAXREG\.TRY_ALLOC\.CTAPOOL .*0xa0"
         want "$label" "$sass" "a global atomic (ATOMG)" "ATOMG|RED\."
         want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
