@@ -358,9 +358,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     __shared__ __align__(8) uint64_t bar_q, empty_q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
     /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
      * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
-     * next tile comes from a global counter. "empty" counts every consumer warp: its lane 0 arrives
-     * once all 32 lanes have read the message (one arrival per thread would put 32 arrivals on one
-     * word in a row, which the profile shows as shared-memory bank conflicts). */
+     * next tile comes from a global counter. "empty" counts every consumer thread, since each
+     * reads the message. */
     __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
     __shared__ int msg_tile[2];
 
@@ -388,7 +387,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         mbarrier_init(empty_q_u32, kNConsumers);
         for (int s = 0; s < 2; ++s) {
             mbarrier_init(msg_full_u32 + 8 * s, 1);
-            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 4);
+            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128);
         }
         for (int s = 0; s < kStages; ++s) {
             mbarrier_init(full_k_u32 + 8 * s, 1);
@@ -484,8 +483,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     for (int msg = 0;; ++msg) {
         mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
         const int w = msg_tile[msg & 1];
-        __syncwarp();  // every lane's read of the message comes before its warp's release of it
-        if (lane == 0) mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
+        mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
         if (w < 0) {
             /* The block's shared memory must outlive the last TMA store's reads of sO. */
             if (threadIdx.x % 128 == 0) tma_store_wait_read();
