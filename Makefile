@@ -67,7 +67,7 @@ HARNESS_OBJ    := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(wildcard harness
 API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
-.PHONY: help all lib test bench reference plot tune clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
+.PHONY: help all lib test bench reference plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
 
 help:
 	@echo "Flash attention from scratch: targets"
@@ -79,6 +79,7 @@ help:
 	@echo "  make reference      time FA2 and cuDNN through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
 	@echo "  make tune [K=10]    time candidate tile shapes of stage 08 (or K) on this GPU"
+	@echo "  make ab K=13 AB='name=MACRO=VALUE;...'  builds of stage K timed against it in turn -> plots/ab/"
 	@echo "  make diff A=04 B=05  what stage B changed in kernel.cu relative to stage A"
 	@echo "  make sass K=05       registers/smem/spills, PTX and SASS instruction histograms (sass-table: every stage)"
 	@echo "  make profile K=05    ncu: tensor pipe, smem bank conflicts, occupancy, DRAM (needs ncu + GPU)"
@@ -198,6 +199,14 @@ tune:
 	    "it times candidate tile shapes on the GPU, so run it on a machine with one" >&2; exit 2; }
 	@$(MAKE) --no-print-directory $(HARNESS_OBJ) $(API_OBJ)
 	TUNE_STAGE='$(or $(K_NN),08)' bash tools/tune.sh
+
+# Variants of one stage against its base build, their sweeps in turn (tools/ab.sh).
+ab:
+	@test -n "$(K_NN)" || { echo "make ab: name the stage, K=NN" >&2; exit 2; }
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "make ab: no NVIDIA GPU answers here (nvidia-smi -L failed);" \
+	    "it times builds of a stage on the GPU, so run it on a machine with one" >&2; exit 2; }
+	@$(MAKE) --no-print-directory $(HARNESS_OBJ) $(API_OBJ)
+	AB_STAGE='$(K_NN)' bash tools/ab.sh
 
 clean:
 	rm -rf $(BUILD) run

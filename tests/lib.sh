@@ -40,6 +40,20 @@ for_each_stage() {
     done
 }
 
+# stage_lookup NN: STAGE_DIR and STAGE_ARCH of stage NN from the Makefile's stage table (both
+# empty when there is no such stage), and STAGE_GENCODE_HERE, the -gencode flags to build it for the GPU
+# here (ARCH_HERE), or for its one architecture if it has one of its own ("sm_90a").
+stage_lookup() {
+    local entry nn dir arch
+    STAGE_DIR="" STAGE_ARCH=""
+    for entry in $STAGE_TABLE; do
+        IFS=: read -r nn dir arch <<<"$entry"
+        [ "$nn" = "$1" ] && STAGE_DIR=$dir STAGE_ARCH=$arch
+    done
+    STAGE_GENCODE_HERE=${ARCH_HERE:-}
+    case $STAGE_ARCH in *a) STAGE_GENCODE_HERE="-gencode arch=compute_${STAGE_ARCH#sm_},code=$STAGE_ARCH" ;; esac
+}
+
 # The small problems compute-sanitizer runs on, in tests/test_sanitizer.sh and the grader:
 #   tails   seqlen_q 150, seqlen_k 203: a Q tail and a K tail, causal, GQA (2 heads share one);
 #   no-key  seqlen_q 400, seqlen_k 40, causal: rows 0..359 see no key, so whole query tiles do,

@@ -147,6 +147,46 @@ for fig in ("wgmmapeak", "wgmmapeakpct kernel09"):
 assert render("<!-- fig peak -->x<!-- /fig -->", no_wgmma) == "<!-- fig peak -->646.0<!-- /fig -->"
 PY
 
+# AB:NN: each variant over the base, per sweep point, the median of the per-round ratios; a variant
+# that lacks a point, or a directory without base.csv, is refused with the file named.
+py_case docs_ab_block <<'PY'
+import csv, os
+from contract import CSV_COLUMNS, sweep_problems
+d = TMP + "/ab"
+os.makedirs(d, exist_ok=True)
+def write(name, tflops_per_round, skip=None):
+    with open(f"{d}/{name}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for tf in tflops_per_round:
+            for p in sweep_problems():
+                if p == skip:
+                    continue
+                row = dict(gpu="FIXTURE GPU", kernel="kernel13", name="kernel13_overlap", iters=30, ms_median=1,
+                           ms_min=1, tflops=tf, max_abs_err=0.001, rel_l2_err=0.001, check="pass",
+                           commit="abc1234", date="2026-11-29T20:15:00Z")
+                row.update(zip(("dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"), p))
+                w.writerow([row[c] for c in CSV_COLUMNS])
+write("base", [100, 200])
+write("faster", [110, 260])  # per round 1.10 and 1.30: the median 1.20
+out = results_md.ab_block(fixture_data(), "13", d)
+assert "| faster | 64 | 0 | 1.20x | 1.20x |" in out, out
+assert "2 rounds" in out and "abc1234" in out, out
+write("short", [100, 100], skip=sweep_problems()[3])
+try:
+    results_md.ab_block(fixture_data(), "13", d)
+    raise SystemExit("a variant without a sweep point was not refused")
+except results_md.GenError as e:
+    assert "short.csv" in str(e), e
+os.remove(f"{d}/short.csv")
+os.remove(f"{d}/base.csv")
+try:
+    results_md.ab_block(fixture_data(), "13", d)
+    raise SystemExit("a directory without base.csv was not refused")
+except results_md.GenError as e:
+    assert "base.csv" in str(e), e
+PY
+
 # lint_docs skips what the generator writes: a figure in a TUNE:NN block is not "hand-typed".
 py_case docs_generated_region_tune <<'PY'
 text = "<!-- TUNE:10 -->\n| 128 | **500.0** |\n<!-- /TUNE -->\n"

@@ -5,6 +5,7 @@
 #   make grade refuses a stage without an assignment, and a file with the wrong entry point fails
 #   for that reason ([symbol]), never as "did not build";
 #   make sass and make diff work from the sources alone;
+#   make ab asks for a stage and a GPU, and refuses bad variant names and a missing base file;
 #   tools/ncu_metrics.sh refuses a problem it does not know.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,6 +25,34 @@ else
     else
         bad "make tune without a GPU fails fast" "exit $rc after $((SECONDS - start)) s: $(head -c 200 "$T/tune.out")"
     fi
+fi
+
+# make ab needs a stage before anything else, and a GPU before it compiles; tools/ab.sh refuses a
+# variant named base or with characters outside a file name's, after building only the base.
+if make -s ab >"$T/ab.out" 2>&1 || ! grep -q "name the stage, K=NN" "$T/ab.out"; then
+    bad "make ab without K names what is missing" "$(head -c 200 "$T/ab.out")"
+else
+    ok "make ab without K: '$(head -c 60 "$T/ab.out")'"
+fi
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    if make -s ab K=13 AB="x=FLASH_CAUSAL_HEAD_GROUP=4" >"$T/ab.out" 2>&1 || ! grep -q "no NVIDIA GPU" "$T/ab.out"; then
+        bad "make ab without a GPU stops before compiling" "$(head -c 200 "$T/ab.out")"
+    else
+        ok "make ab without a GPU: '$(head -c 60 "$T/ab.out")...'"
+    fi
+fi
+for spec in "base=FOO=1" "a-b=FOO=1" "=FOO=1"; do
+    if AB_STAGE=13 AB="$spec" bash tools/ab.sh >"$T/ab.out" 2>&1 || ! grep -q "a variant's name is" "$T/ab.out"; then
+        bad "tools/ab.sh refuses the variant name in '$spec'" "$(head -c 200 "$T/ab.out")"
+    else
+        ok "tools/ab.sh refuses the variant name in '$spec' before building"
+    fi
+done
+if AB_STAGE=13 AB="x=FOO=1" AB_BASE_SRC=/nonexistent bash tools/ab.sh >"$T/ab.out" 2>&1 ||
+   ! grep -q "AB_BASE_SRC: no file" "$T/ab.out"; then
+    bad "tools/ab.sh refuses a missing AB_BASE_SRC" "$(head -c 200 "$T/ab.out")"
+else
+    ok "tools/ab.sh refuses a missing AB_BASE_SRC"
 fi
 
 # tools/ncu_metrics.sh refuses a problem it cannot name before it looks for ncu or a GPU.

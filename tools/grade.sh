@@ -37,11 +37,8 @@ SANITIZER=${COMPUTE_SANITIZER:-compute-sanitizer}
 
 # The assignments are the "## Assignment NN" sections of docs/assignments.md.
 assignments=$(sed -n 's/^## Assignment \([0-9][0-9]\) .*/\1/p' docs/assignments.md | tr '\n' ' ')
-STAGE_NAME="" STAGE_ARCH=""
-for entry in $STAGE_TABLE; do
-    IFS=: read -r nn dir arch <<<"$entry"
-    [ "$nn" = "$NN" ] && STAGE_NAME=$dir STAGE_ARCH=$arch
-done
+stage_lookup "$NN"
+STAGE_NAME=$STAGE_DIR
 if [ -z "$STAGE_NAME" ] || ! echo " $assignments" | grep -q " $NN "; then
     echo "grade: there is no assignment ${NN:-(none given)}; docs/assignments.md has assignments $assignments" >&2
     exit 2

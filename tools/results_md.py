@@ -7,6 +7,7 @@ they did not produce:
   plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-10)
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
   plots/repeats/*.csv       two kernels' sweeps timed alternately       (tools/gpu_session.sh repeat)
+  plots/ab/<gpu>_NN/*.csv   builds of stage NN timed alternately        (tools/gpu_session.sh ab)
 
 What it fills, between markers that the text keeps:
 
@@ -16,6 +17,7 @@ What it fills, between markers that the text keeps:
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
   <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
   <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09; 13,cudnn)
+  <!-- AB:NN --> ... <!-- /AB -->               builds of stage NN against its base build, timed alternately
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
@@ -44,8 +46,8 @@ from plot import HOPPER_TRACK_LABEL, CsvError, Results, parse_csv, usable_tflops
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|NCU:[0-9,]+) -->.*?"
-    r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
+    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d|NCU:[0-9,]+) -->.*?"
+    r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
 class GenError(Exception):
@@ -88,6 +90,10 @@ class Data:
             raise GenError(f"no {os.path.relpath(pattern, ROOT)}: REPEAT=\"{a} {file_b}\" bash tools/gpu_session.sh repeat "
                            f"writes one on the GPU machine")
         return parse_csv(paths[-1]), paths[-1]
+
+    def ab_dir(self, nn):
+        """Where tools/ab.sh keeps stage nn's builds: base.csv and one CSV per variant."""
+        return os.path.join(ROOT, "plots", "ab", f"{self.slug}_{nn}")
 
     @staticmethod
     def _optional(path, reader):
@@ -371,6 +377,46 @@ def repeats_block(data, a, b):
             f"per-round ratio):\n\n" + "\n".join(lines))
 
 
+def ab_block(data, nn, directory=None):
+    """AB:NN: every variant build of stage NN against the base build, their sweeps timed in
+    alternation (tools/ab.sh): per sweep point, the median of the per-round ratio variant / base."""
+    directory = directory or data.ab_dir(nn)
+    where = os.path.relpath(directory, ROOT)
+    base_path = os.path.join(directory, "base.csv")
+    if not os.path.exists(base_path):
+        raise GenError(f"no {where}/base.csv: tools/gpu_session.sh ab (AB_STAGE={nn}) writes it on the GPU machine")
+    variants = sorted(p for p in glob.glob(os.path.join(directory, "*.csv")) if p != base_path)
+    if not variants:
+        raise GenError(f"{where} holds no variant beside base.csv")
+
+    def by_point(path):
+        points = {}
+        for r in parse_csv(path):
+            points.setdefault((r["head_dim"], r["causal"], r["seqlen_q"]), []).append(usable_tflops(r))
+        return points
+    base = by_point(base_path)
+    lines = ["| variant | head_dim | causal | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
+             "|---|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
+    rounds, commits = set(), set()
+    for path in [base_path] + variants:
+        commits.update(r["commit"] for r in parse_csv(path))
+    for path in variants:
+        name, points = os.path.splitext(os.path.basename(path))[0], by_point(path)
+        for d in SWEEP_HEAD_DIMS:
+            for c in (0, 1):
+                cells = []
+                for s in SWEEP_SEQLENS:
+                    key = (d, c, s)
+                    if key not in points or key not in base:
+                        raise GenError(f"{where}: {name}.csv or base.csv has no row at d{d} causal {c} seqlen {s}")
+                    rounds.add(min(len(points[key]), len(base[key])))
+                    cells.append(f"{statistics.median(x / y for x, y in zip(points[key], base[key])):.2f}x")
+                lines.append(f"| {name} | {d} | {c} | " + " | ".join(cells) + " |")
+    return (f"{'/'.join(map(str, sorted(rounds)))} rounds of each build's sweep in turn, commit {', '.join(sorted(commits))} "
+            f"(rows in `{where}/`); each cell is the median over the rounds of variant / base TFLOP/s at that point:"
+            f"\n\n" + "\n".join(lines))
+
+
 NCU_LABELS = {
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "extra wavefronts of shared loads (bank conflicts)",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "extra wavefronts of shared stores (bank conflicts)",
@@ -541,6 +587,8 @@ def render_markdown(data, path, text):
         text = replace_block(text, f"<!-- TUNE:{nn} -->", "<!-- /TUNE -->", tune_block(data, nn), where)
     for a, b in re.findall(r"<!-- REPEATS:(\w+),(\w+) -->", text):
         text = replace_block(text, f"<!-- REPEATS:{a},{b} -->", "<!-- /REPEATS -->", repeats_block(data, a, b), where)
+    for nn in re.findall(r"<!-- AB:(\d\d) -->", text):
+        text = replace_block(text, f"<!-- AB:{nn} -->", "<!-- /AB -->", ab_block(data, nn), where)
     for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
         kernels = [f"kernel{nn}" for nn in spec.split(",")]
         text = replace_block(text, f"<!-- NCU:{spec} -->", "<!-- /NCU -->", ncu_block(data, kernels), where)

@@ -22,15 +22,9 @@ CSV=${TUNE_CSV:-$T/results.csv}
 rm -f "$T"/bin_* "$T"/winners.txt
 
 NN=${TUNE_STAGE:-08}
-DIR= ARCH_OF=
-for entry in $STAGE_TABLE; do
-    IFS=: read -r nn dir arch <<<"$entry"
-    [ "$nn" = "$NN" ] && DIR=$dir ARCH_OF=$arch
-done
+stage_lookup "$NN"
+DIR=$STAGE_DIR GENCODE=$STAGE_GENCODE_HERE
 [ -n "$DIR" ] || { echo "make tune: no stage $NN" >&2; exit 2; }
-# A stage built for exactly one architecture ("sm_90a") is tuned for that one.
-GENCODE=$ARCH_HERE
-case $ARCH_OF in *a) GENCODE="-gencode arch=compute_${ARCH_OF#sm_},code=$ARCH_OF" ;; esac
 
 case $NN in
 08) DEF_D128="128,32,4,2 128,48,4,2 128,64,4,2 64,64,4,2 64,32,4,3 128,64,8,1"

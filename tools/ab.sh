@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# make ab K=NN AB="name=MACRO=VALUE ...;name2=..." [AB_BASE_SRC=file.cu] [AB_ROUNDS=2]: is a change
+# to stage NN faster? Builds the stage once as the base (its kernel.cu as it is, or AB_BASE_SRC: an
+# older copy of it, to time a change against what came before) and once per variant (the stage's
+# kernel.cu with the variant's macros forced in: "FLASH_CAUSAL_HEAD_GROUP=4", or a tile
+# "FLASH_TILE_D128=128,128,2,232,2,1,0,0"; an empty list builds the file as it is). Then
+# AB_ROUNDS rounds, each timing every build's sweep in turn, so that all of them meet the same
+# clocks and power limit (docs/measuring.md). The rows, harness output as it is, go to
+# plots/ab/<gpu>_NN/base.csv and <name>.csv (emptied first); tools/results_md.py turns them into
+# the <!-- AB:NN --> table of per-point ratios to the base. Runs from `make ab`.
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+need_make_env
+T=$BUILD/ab
+mkdir -p "$T"
+NN=${AB_STAGE:?make ab needs K=NN}
+stage_lookup "$NN"
+DIR=$STAGE_DIR GENCODE=$STAGE_GENCODE_HERE
+[ -n "$DIR" ] || { echo "make ab: no stage $NN" >&2; exit 2; }
+[ -n "${AB:-}" ] || { echo "make ab: AB names no variant (AB=\"name=MACRO=VALUE ...;...\")" >&2; exit 2; }
+BASE_SRC=${AB_BASE_SRC:-$DIR/kernel.cu}
+[ -f "$BASE_SRC" ] || { echo "make ab: AB_BASE_SRC: no file $BASE_SRC" >&2; exit 2; }
+
+build() {  # build NAME SOURCE [MACRO=VALUE ...]: build/ab/NAME, or a message and no binary
+    local name=$1 src=$2 m hdr="$T/$1.h"
+    shift 2
+    : >"$hdr"
+    # A forced include carries the macros: nvcc would split -D values at their commas.
+    for m in "$@"; do printf '#define %s %s\n' "${m%%=*}" "${m#*=}" >>"$hdr"; done
+    rm -f "$T/$name"
+    # shellcheck disable=SC2086
+    if ! "$NVCC" $NVFLAGS $GENCODE -Xptxas -v -include "$hdr" -c "$src" -o "$T/$name.o" 2>"$T/$name.ptxas.txt"; then
+        echo "make ab: $name does not compile: $(grep -m1 error "$T/$name.ptxas.txt")" >&2; return 1
+    fi
+    if grep -E 'bytes spill (stores|loads)' "$T/$name.ptxas.txt" | grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
+        echo "make ab: $name spills; a spilling build is not timed" >&2; return 1
+    fi
+    # shellcheck disable=SC2086
+    "$NVCC" $ARCH_HERE "$T/$name.o" "$BUILD"/harness/*.o "$BUILD"/common/*.o -o "$T/$name" $LDLIBS
+}
+
+IFS=';' read -r -a specs <<<"$AB"
+for spec in "${specs[@]}"; do
+    name=${spec%%=*}
+    case $name in ''|base|*[!A-Za-z0-9_]*) echo "make ab: '$name': a variant's name is letters, digits and _, and not base" >&2; exit 2 ;; esac
+done
+names=(base)
+build base "$BASE_SRC" || exit 1
+for spec in "${specs[@]}"; do
+    name=${spec%%=*}
+    macros=${spec#"$name"}; macros=${macros#=}
+    # shellcheck disable=SC2086
+    build "$name" "$DIR/kernel.cu" $macros || exit 1
+    names+=("$name")
+done
+
+slug=$("$T/base" --gpu-slug) || exit 1
+OUTDIR=plots/ab/${slug}_$NN
+mkdir -p "$OUTDIR"
+for name in "${names[@]}"; do rm -f "$OUTDIR/$name.csv"; done
+for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+    for name in "${names[@]}"; do
+        echo "round $round: $name"
+        timeout 300 "$T/$name" --stage "$((10#$NN))" --sweep --csv "$OUTDIR/$name.csv" >"$T/$name.log" 2>&1 ||
+            { echo "make ab: $name failed: $(tail -n 2 "$T/$name.log")" >&2; exit 1; }
+    done
+done
+echo "make ab: rows in $OUTDIR/ (tools/results_md.py --write fills <!-- AB:$NN --> from them)"
