@@ -147,7 +147,7 @@ for fig in ("wgmmapeak", "wgmmapeakpct kernel09"):
 assert render("<!-- fig peak -->x<!-- /fig -->", no_wgmma) == "<!-- fig peak -->646.0<!-- /fig -->"
 PY
 
-# AB:NN: each variant over the base, per sweep point, the median of the per-round ratios; a variant
+# AB:NN,COMMIT: each variant over the base, per sweep point, the median of the per-round ratios; a variant
 # that lacks a point, or a directory without base.csv, is refused with the file named.
 py_case docs_ab_block <<'PY'
 import csv, os
@@ -169,19 +169,19 @@ def write(name, tflops_per_round, skip=None):
                 w.writerow([row[c] for c in CSV_COLUMNS])
 write("base", [100, 200])
 write("faster", [110, 260])  # per round 1.10 and 1.30: the median 1.20
-out = results_md.ab_block(fixture_data(), "13", d)
+out = results_md.ab_block(fixture_data(), "13", "abc1234", d)
 assert "| faster | 64 | 0 | 1.20x | 1.20x |" in out, out
 assert "2 rounds" in out and "abc1234" in out, out
 write("short", [100, 100], skip=sweep_problems()[3])
 try:
-    results_md.ab_block(fixture_data(), "13", d)
+    results_md.ab_block(fixture_data(), "13", "abc1234", d)
     raise SystemExit("a variant without a sweep point was not refused")
 except results_md.GenError as e:
     assert "short.csv" in str(e), e
 os.remove(f"{d}/short.csv")
 os.remove(f"{d}/base.csv")
 try:
-    results_md.ab_block(fixture_data(), "13", d)
+    results_md.ab_block(fixture_data(), "13", "abc1234", d)
     raise SystemExit("a directory without base.csv was not refused")
 except results_md.GenError as e:
     assert "base.csv" in str(e), e

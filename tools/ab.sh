@@ -6,8 +6,9 @@
 # "FLASH_TILE_D128=128,128,2,232,2,1,0,0"; an empty list builds the file as it is). Then
 # AB_ROUNDS rounds, each timing every build's sweep in turn, so that all of them meet the same
 # clocks and power limit (docs/measuring.md). The rows, harness output as it is, go to
-# plots/ab/<gpu>_NN/base.csv and <name>.csv (emptied first); tools/results_md.py turns them into
-# the <!-- AB:NN --> table of per-point ratios to the base. Runs from `make ab`.
+# plots/ab/<gpu>_NN_<commit>/base.csv and <name>.csv, a directory per run (emptied first);
+# tools/results_md.py turns one into the <!-- AB:NN,<commit> --> table of per-point ratios to the
+# base. Runs from `make ab`.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -56,9 +57,9 @@ for spec in "${specs[@]}"; do
 done
 
 slug=$("$T/base" --gpu-slug) || exit 1
-OUTDIR=plots/ab/${slug}_$NN
+OUTDIR=plots/ab/${slug}_${NN}_${COMMIT:-unknown}
 mkdir -p "$OUTDIR"
-for name in "${names[@]}"; do rm -f "$OUTDIR/$name.csv"; done
+rm -f "$OUTDIR"/*.csv
 for round in $(seq 1 "${AB_ROUNDS:-2}"); do
     for name in "${names[@]}"; do
         echo "round $round: $name"
@@ -66,4 +67,4 @@ for round in $(seq 1 "${AB_ROUNDS:-2}"); do
             { echo "make ab: $name failed: $(tail -n 2 "$T/$name.log")" >&2; exit 1; }
     done
 done
-echo "make ab: rows in $OUTDIR/ (tools/results_md.py --write fills <!-- AB:$NN --> from them)"
+echo "make ab: rows in $OUTDIR/ (tools/results_md.py --write fills <!-- AB:$NN,${COMMIT:-unknown} --> from them)"

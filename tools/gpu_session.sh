@@ -16,7 +16,7 @@
 #              plots/repeats/<gpu>_<A>_vs_<B>_<commit>.csv: the ratio of two kernels under the same
 #              conditions, minutes apart at most, where one benchmark run puts them further apart
 #   ab         make ab K=$AB_STAGE AB="$AB": builds of one stage against its base, their sweeps in
-#              turn, into plots/ab/<gpu>_NN/ (tools/ab.sh)
+#              turn, into plots/ab/<gpu>_NN_<commit>/ (tools/ab.sh)
 #   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails wrong ones
 #   ncu        ncu metrics of every stage on the headline problem, kept in plots/ncu/<gpu>.csv
 #   sass       make sass-table: ptxas usage, PTX and SASS histograms of every stage

@@ -7,7 +7,7 @@ they did not produce:
   plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-10)
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
   plots/repeats/*.csv       two kernels' sweeps timed alternately       (tools/gpu_session.sh repeat)
-  plots/ab/<gpu>_NN/*.csv   builds of stage NN timed alternately        (tools/gpu_session.sh ab)
+  plots/ab/<gpu>_NN_<commit>/  builds of stage NN timed alternately     (make ab, tools/ab.sh)
 
 What it fills, between markers that the text keeps:
 
@@ -17,7 +17,7 @@ What it fills, between markers that the text keeps:
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
   <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
   <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09; 13,cudnn)
-  <!-- AB:NN --> ... <!-- /AB -->               builds of stage NN against its base build, timed alternately
+  <!-- AB:NN,COMMIT --> ... <!-- /AB -->        builds of stage NN against its base build, timed alternately
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
@@ -46,7 +46,7 @@ from plot import HOPPER_TRACK_LABEL, CsvError, Results, parse_csv, usable_tflops
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d|NCU:[0-9,]+) -->.*?"
+    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+) -->.*?"
     r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
@@ -91,9 +91,9 @@ class Data:
                            f"writes one on the GPU machine")
         return parse_csv(paths[-1]), paths[-1]
 
-    def ab_dir(self, nn):
-        """Where tools/ab.sh keeps stage nn's builds: base.csv and one CSV per variant."""
-        return os.path.join(ROOT, "plots", "ab", f"{self.slug}_{nn}")
+    def ab_dir(self, nn, commit):
+        """Where tools/ab.sh kept one run of stage nn's builds: base.csv and one CSV per variant."""
+        return os.path.join(ROOT, "plots", "ab", f"{self.slug}_{nn}_{commit}")
 
     @staticmethod
     def _optional(path, reader):
@@ -377,14 +377,15 @@ def repeats_block(data, a, b):
             f"per-round ratio):\n\n" + "\n".join(lines))
 
 
-def ab_block(data, nn, directory=None):
-    """AB:NN: every variant build of stage NN against the base build, their sweeps timed in
-    alternation (tools/ab.sh): per sweep point, the median of the per-round ratio variant / base."""
-    directory = directory or data.ab_dir(nn)
+def ab_block(data, nn, commit, directory=None):
+    """AB:NN,COMMIT: every variant build of stage NN against the base build, their sweeps timed in
+    alternation (tools/ab.sh at COMMIT): per sweep point, the median of the per-round ratio
+    variant / base."""
+    directory = directory or data.ab_dir(nn, commit)
     where = os.path.relpath(directory, ROOT)
     base_path = os.path.join(directory, "base.csv")
     if not os.path.exists(base_path):
-        raise GenError(f"no {where}/base.csv: tools/gpu_session.sh ab (AB_STAGE={nn}) writes it on the GPU machine")
+        raise GenError(f"no {where}/base.csv: make ab K={nn} writes it on the GPU machine")
     variants = sorted(p for p in glob.glob(os.path.join(directory, "*.csv")) if p != base_path)
     if not variants:
         raise GenError(f"{where} holds no variant beside base.csv")
@@ -587,8 +588,8 @@ def render_markdown(data, path, text):
         text = replace_block(text, f"<!-- TUNE:{nn} -->", "<!-- /TUNE -->", tune_block(data, nn), where)
     for a, b in re.findall(r"<!-- REPEATS:(\w+),(\w+) -->", text):
         text = replace_block(text, f"<!-- REPEATS:{a},{b} -->", "<!-- /REPEATS -->", repeats_block(data, a, b), where)
-    for nn in re.findall(r"<!-- AB:(\d\d) -->", text):
-        text = replace_block(text, f"<!-- AB:{nn} -->", "<!-- /AB -->", ab_block(data, nn), where)
+    for nn, commit in re.findall(r"<!-- AB:(\d\d),(\w+) -->", text):
+        text = replace_block(text, f"<!-- AB:{nn},{commit} -->", "<!-- /AB -->", ab_block(data, nn, commit), where)
     for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
         kernels = [f"kernel{nn}" for nn in spec.split(",")]
         text = replace_block(text, f"<!-- NCU:{spec} -->", "<!-- /NCU -->", ncu_block(data, kernels), where)
