@@ -54,6 +54,22 @@ stage_lookup() {
     case $STAGE_ARCH in *a) STAGE_GENCODE_HERE="-gencode arch=compute_${STAGE_ARCH#sm_},code=$STAGE_ARCH" ;; esac
 }
 
+# build_variant SRC HDR OBJ BIN GENCODE: a stage's kernel.cu (or a copy of it) built with the
+# macros of HDR forced in (nvcc would split -D values at their commas) and linked with the harness:
+# what make tune and make ab time. ptxas's report goes to OBJ.ptxas.txt. Returns 0 with BIN
+# built, 1 if it does not compile or link, 2 if ptxas spills (a spilling build is not timed).
+build_variant() {
+    local src=$1 hdr=$2 obj=$3 bin=$4 gencode=$5
+    rm -f "$bin"
+    # shellcheck disable=SC2086
+    "$NVCC" $NVFLAGS $gencode -Xptxas -v -include "$hdr" -c "$src" -o "$obj" 2>"$obj.ptxas.txt" || return 1
+    if grep -E 'bytes spill (stores|loads)' "$obj.ptxas.txt" | grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
+        return 2
+    fi
+    # shellcheck disable=SC2086
+    "$NVCC" $ARCH_HERE "$obj" "$BUILD"/harness/*.o "$BUILD"/common/*.o -o "$bin" $LDLIBS || return 1
+}
+
 # The small problems compute-sanitizer runs on, in tests/test_sanitizer.sh and the grader:
 #   tails   seqlen_q 150, seqlen_k 203: a Q tail and a K tail, causal, GQA (2 heads share one);
 #   no-key  seqlen_q 400, seqlen_k 40, causal: rows 0..359 see no key, so whole query tiles do,

@@ -27,18 +27,14 @@ build() {  # build NAME SOURCE [MACRO=VALUE ...]: build/ab/NAME, or a message an
     local name=$1 src=$2 m hdr="$T/$1.h"
     shift 2
     : >"$hdr"
-    # A forced include carries the macros: nvcc would split -D values at their commas.
     for m in "$@"; do printf '#define %s %s\n' "${m%%=*}" "${m#*=}" >>"$hdr"; done
-    rm -f "$T/$name"
-    # shellcheck disable=SC2086
-    if ! "$NVCC" $NVFLAGS $GENCODE -Xptxas -v -include "$hdr" -c "$src" -o "$T/$name.o" 2>"$T/$name.ptxas.txt"; then
-        echo "make ab: $name does not compile: $(grep -m1 error "$T/$name.ptxas.txt")" >&2; return 1
-    fi
-    if grep -E 'bytes spill (stores|loads)' "$T/$name.ptxas.txt" | grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
-        echo "make ab: $name spills; a spilling build is not timed" >&2; return 1
-    fi
-    # shellcheck disable=SC2086
-    "$NVCC" $ARCH_HERE "$T/$name.o" "$BUILD"/harness/*.o "$BUILD"/common/*.o -o "$T/$name" $LDLIBS
+    build_variant "$src" "$hdr" "$T/$name.o" "$T/$name" "$GENCODE"
+    case $? in
+    0) return 0 ;;
+    2) echo "make ab: $name spills; a spilling build is not timed" >&2 ;;
+    *) echo "make ab: $name does not build: $(grep -m1 error "$T/$name.o.ptxas.txt")" >&2 ;;
+    esac
+    return 1
 }
 
 IFS=';' read -r -a specs <<<"$AB"

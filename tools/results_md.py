@@ -390,17 +390,17 @@ def ab_block(data, nn, commit, directory=None):
     if not variants:
         raise GenError(f"{where} holds no variant beside base.csv")
 
+    rounds, commits = set(), set()
+
     def by_point(path):
         points = {}
         for r in parse_csv(path):
             points.setdefault((r["head_dim"], r["causal"], r["seqlen_q"]), []).append(usable_tflops(r))
+            commits.add(r["commit"])
         return points
     base = by_point(base_path)
     lines = ["| variant | head_dim | causal | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
              "|---|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
-    rounds, commits = set(), set()
-    for path in [base_path] + variants:
-        commits.update(r["commit"] for r in parse_csv(path))
     for path in variants:
         name, points = os.path.splitext(os.path.basename(path))[0], by_point(path)
         for d in SWEEP_HEAD_DIMS:

@@ -48,7 +48,6 @@ build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or not
     local d=$1 shape=$2 tag
     tag="d${d}_$(echo "$shape" | tr ',+' '__')"
     local obj="$T/kernel${NN}_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
-    # nvcc splits -D values at commas, so the shape travels in a forced include instead.
     printf "#define FLASH_TILE_D%s %s\n" "$d" "${shape%%+*}" >"$hdr"
     case $NN:$shape in
     10:*+st16) echo "#define FLASH_O_TMA_STORE 0" >>"$hdr" ;;
@@ -58,16 +57,12 @@ build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or not
     esac
     # Stage 13's causal kernels have tile macros of their own: a candidate is timed as both.
     [ "$NN" = 13 ] && printf "#define FLASH_TILE_D%s_CAUSAL FLASH_TILE_D%s\n" "$d" "$d" >>"$hdr"
-    # shellcheck disable=SC2086
-    if ! "$NVCC" $NVFLAGS $GENCODE -Xptxas -v -include "$hdr" -c "$DIR/kernel.cu" -o "$obj" 2>"$T/ptxas_$tag.txt"; then
-        echo "tune: $tag does not compile: $(grep -m1 error "$T/ptxas_$tag.txt")" >&2; return
-    fi
-    if grep -E 'bytes spill (stores|loads)' "$T/ptxas_$tag.txt" | grep -vq ' 0 bytes spill stores, 0 bytes spill loads'; then
-        echo "tune: d$d $shape spills, skipped" >&2; return
-    fi
-    # shellcheck disable=SC2086
-    "$NVCC" $ARCH_HERE "$obj" "$BUILD"/harness/*.o "$BUILD"/common/*.o -o "$bin" $LDLIBS || return
-    echo "$bin"
+    build_variant "$DIR/kernel.cu" "$hdr" "$obj" "$bin" "$GENCODE"
+    case $? in
+    0) echo "$bin" ;;
+    2) echo "tune: d$d $shape spills, skipped" >&2 ;;
+    *) echo "tune: $tag does not build: $(grep -m1 error "$obj.ptxas.txt")" >&2 ;;
+    esac
 }
 
 # Build every candidate in parallel (they are independent), then time them one by one.
