@@ -88,6 +88,29 @@ template <> struct Tile<64, true, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
 template <> struct Tile<128, true, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
 template <> struct Tile<64, true, true> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
 
+/* Shared memory of one block with q_buffers Q_i buffers: those, O's staging tile and kStages K/V
+ * slots, plus 1 KiB to align the tiles. */
+template <typename T, int kHeadDim, bool kCausal, bool kShort>
+__host__ __device__ constexpr int smem_bytes_with(int q_buffers) {
+    using Shape = Tile<kHeadDim, kCausal, kShort>;
+    return ((q_buffers + 1) * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
+}
+/* A block may have 227 KiB of shared memory on sm_90; the kernel's own __shared__ barriers and
+ * messages take well under the 1 KiB kept back for them here. */
+constexpr int kSmemLimit = 227 * 1024, kStaticSmemBound = 1024;
+/* Two Q_i buffers where they fit, so that the next query tile's Q_i lands while the consumers
+ * still issue their S with this one, and the joint turn never waits for it; one where the ring
+ * leaves no room (160-key tiles at head_dim 128), and the joint turn then waits for the next Q_i,
+ * whose copy starts only when every consumer has issued its last S with this one. */
+template <typename T, int kHeadDim, bool kCausal, bool kShort>
+__host__ __device__ constexpr int q_buffers() {
+    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(2) + kStaticSmemBound <= kSmemLimit ? 2 : 1;
+}
+template <typename T, int kHeadDim, bool kCausal, bool kShort>
+__host__ __device__ constexpr int smem_bytes() {
+    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(q_buffers<T, kHeadDim, kCausal, kShort>());
+}
+
 /* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
  * that wgmma reads (common/hopper.cuh), kHeadDim / 64 column blocks of [kRows, 64]. */
 template <int kRows>
@@ -336,17 +359,21 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kKStepsPV = kBlockN / 16;  // k16 steps of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
-    /* Q_i, O's staging tile, then a ring of kStages K/V slots: the i-th K/V tile the block loads
-     * (counted over all its query tiles) lives in slot i % kStages. Every tile starts on a
-     * 1024-byte boundary (tile sizes are multiples of 8 rows x 128 bytes), because the swizzle
-     * wgmma applies is a function of the address bits; the base is rounded up to one (the launch
-     * adds 1 KiB). O has a tile of its own so that the next Q_i can land while O leaves. */
+    /* kQBuffers Q_i buffers (the q-th query tile of the block in buffer q % kQBuffers), O's staging
+     * tile, then a ring of kStages K/V slots: the i-th K/V tile the block loads (counted over all
+     * its query tiles) lives in slot i % kStages. Every tile starts on a 1024-byte boundary (tile
+     * sizes are multiples of 8 rows x 128 bytes), because the swizzle wgmma applies is a function of
+     * the address bits; the base is rounded up to one (the launch adds 1 KiB). O has a tile of its
+     * own so that the next Q_i can land while O leaves. */
+    constexpr int kQBuffers = q_buffers<T, kHeadDim, kCausal, kShort>();
+    static_assert(smem_bytes<T, kHeadDim, kCausal, kShort>() + kStaticSmemBound <= kSmemLimit,
+                  "Q_i, O and the K/V ring fit a block's 227 KiB of shared memory");
     extern __shared__ unsigned char smem_raw[];
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
     unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(T);
-    T *sO = reinterpret_cast<T *>(smem + kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
-    const uint32_t sO_u32 = sQ_u32 + kQBytes;
+    T *sO = reinterpret_cast<T *>(smem + kQBuffers * kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
+    const uint32_t sO_u32 = sQ_u32 + kQBuffers * kQBytes;
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
     constexpr uint32_t kSlotBytes = 2 * kTileBytes;  // a slot: K_j then V_j
     const uint32_t sK_u32 = sO_u32 + kQBytes, sV_u32 = sK_u32 + kTileBytes;
@@ -354,8 +381,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * expect-tx) completes when the tile has landed; "empty" (arrival count kNConsumers: one
      * arrival per consumer warpgroup) when every consumer is done reading it. The u-th use of a slot
      * completes phase u of its full barrier and phase u of its empty barrier, named by parity u & 1.
-     * Q_i has such a pair too: the q-th query tile of the block completes phase q of both. */
-    __shared__ __align__(8) uint64_t bar_q, empty_q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+     * Each Q_i buffer has such a pair too: the q-th query tile of the block completes phase
+     * q / kQBuffers of its buffer's pair. */
+    __shared__ __align__(8) uint64_t bar_q[kQBuffers], empty_q[kQBuffers], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
     /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
      * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
      * next tile comes from a global counter. "empty" counts every consumer thread, since each
@@ -378,13 +406,15 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
     /* Thread 0 initialises the barriers and publishes them to the copy engine (the async proxy)
      * and, through the one __syncthreads of the kernel, to every thread. */
-    const uint32_t bar_q_u32 = smem_u32(&bar_q), empty_q_u32 = smem_u32(&empty_q);
+    const uint32_t bar_q_u32 = smem_u32(&bar_q[0]), empty_q_u32 = smem_u32(&empty_q[0]);
     const uint32_t full_k_u32 = smem_u32(&full_k[0]), full_v_u32 = smem_u32(&full_v[0]);
     const uint32_t empty_k_u32 = smem_u32(&empty_k[0]), empty_v_u32 = smem_u32(&empty_v[0]);
     const uint32_t msg_full_u32 = smem_u32(&msg_full[0]), msg_empty_u32 = smem_u32(&msg_empty[0]);
     if (threadIdx.x == 0) {
-        mbarrier_init(bar_q_u32, 1);
-        mbarrier_init(empty_q_u32, kNConsumers);
+        for (int b = 0; b < kQBuffers; ++b) {
+            mbarrier_init(bar_q_u32 + 8 * b, 1);
+            mbarrier_init(empty_q_u32 + 8 * b, kNConsumers);
+        }
         for (int s = 0; s < 2; ++s) {
             mbarrier_init(msg_full_u32 + 8 * s, 1);
             mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128);
@@ -425,8 +455,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
                 if (tw.n_blocks > 0) {
                     const int head_kv = tw.head / kv_group;
-                    mbarrier_wait(empty_q_u32, (q_use & 1) ^ 1);
-                    load_tile<kHeadDim, kBlockM>(sQ_u32, &map_q, bar_q_u32, tw.head, tw.row0, tw.batch);
+                    const int b = q_use % kQBuffers;
+                    mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockM>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
                     for (int i = 0; i <= tw.n_blocks; ++i) {
                         if (i < tw.n_blocks) {
                             const int u = kv + i, s = u % kStages;
@@ -458,8 +489,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     /* Consumer warp w (of all the consumers' warps) holds rows 16 w .. 16 w + 15 of Q_i, S and O:
      * in every accumulator, c[0..1] of row g, c[2..3] of row g + 8. */
     const int warp_row0 = (warp - 4) * 16;
-    /* The warpgroup's 64 rows of Q_i (and of O) start 64 rows (8 atoms) into each column block. */
-    const uint32_t q_tile = sQ_u32 + consumer * 64 * 128, o_tile = sO_u32 + consumer * 64 * 128;
+    /* The warpgroup's 64 rows of a Q_i buffer (and of O) start 64 rows (8 atoms) into each column
+     * block. */
+    const uint32_t q_rows = consumer * 64 * 128, o_tile = sO_u32 + consumer * 64 * 128;
     /* One thread per warpgroup releases a slot: the wgmma that read it belong to the whole
      * warpgroup, and its wait has seen them complete. */
     const bool releases = threadIdx.x % 128 == 0;
@@ -474,79 +506,171 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * and the 128 that arrive. The turns run on from one query tile into the next: the last
      * consumer opens the very first turn for consumer 0, its last turn of a query tile opens
      * consumer 0's first of the next (which may start while the others still write O), and after
-     * the block's last tile consumer 0 takes that last arrival with a wait of its own, so that
+     * the block's last turn consumer 0 takes that last arrival with a wait of its own, so that
      * every arrival meets a wait. */
     const int next_turn = kTurnBarrier + (consumer + 1) % kNConsumers;
     if (consumer == kNConsumers - 1) named_barrier_arrive(kTurnBarrier + 0, 256);
+
+    /* What one query tile leaves to the next: its last P V. The joint turn (below) issues it
+     * together with the next tile's first S, and the epilogue of the tile runs under that S; so
+     * O, P's fragments, alpha, m and l live across the loop, and `prev` names the tile they belong
+     * to. Before the block's first tile there is no P V to finish, and the turn issues one with
+     * P = 0 (whose product is dropped): every turn issues the same wgmma, on one path of the code,
+     * and ptxas keeps them asynchronous (a wgmma issued on some paths only makes it serialise
+     * every wgmma of the kernel, info C7519). */
+    float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
+    float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
+    float alpha[2] = {1.0f, 1.0f};        // the rescale of O that the next P V must apply first
+    float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
+    uint32_t p_frag[kKStepsPV][4];        // P (as A fragments) of the tile whose P V is still to come
+#pragma unroll
+    for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kKStepsPV; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
+    TileWork prev = {};
+    bool has_prev = false;
+    uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile
+    int prev_v_stage = 0, prev_v_use = 0;       // that slot and the block's count of the K/V tile in it
+
+    /* The epilogue of prev, once its last P V is complete: O = acc_o / l, after the one quad
+     * reduction of l. A row that saw no key at all (causal, seqlen_q > seqlen_k) has l = 0:
+     * FlashAttention-2 writes O = 0 and LSE = +inf. Then O, m and l start again for the next tile. */
+    auto finish_prev = [&]() {
+        if (has_prev) {
+            /* V of prev's last tile was in the last copy of that query tile; its slot is released
+             * like the others, for the copies of the tiles after it. */
+            if (releases) mbarrier_arrive(empty_v_u32 + 8 * prev_v_stage);
+            const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
+            float inv_l[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+                l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+                inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
+            }
+            /* Stage this warp's rows of O in sO, once the TMA store of this warpgroup's query tile
+             * before has read them out: its issuing thread waits for that here, a whole query tile
+             * after the store was issued, so the wait is short, and not right after issuing it,
+             * where its whole warpgroup would wait with it at the next turn. */
+            if (threadIdx.x % 128 == 0) tma_store_wait_read();
+            named_barrier_sync(1 + consumer, 128);
+#pragma unroll
+            for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    *reinterpret_cast<uint32_t *>(&sO[smem_idx<kBlockM>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
+                        pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
+            /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread
+             * once all four warps have written their rows: the stores above are generic-proxy
+             * writes that the copy engine reads, hence the proxy fence in every writing thread
+             * before the barrier. Rows past seqlen_q are clipped by the engine. */
+            fence_proxy_async();
+            named_barrier_sync(1 + consumer, 128);
+            if (threadIdx.x % 128 == 0) {
+#pragma unroll
+                for (int c = 0; c < kHeadDim / 64; ++c)
+                    tma_store_4d(&map_o, o_tile + c * kBlockM * 128, 64 * c, prev.head, prev.row0 + 64 * consumer, prev.batch);
+                tma_store_commit();
+            }
+            if (p.lse && t == 0) {
+                float *lse = p.lse + ((int64_t)prev.batch * p.heads_q + prev.head) * p.seqlen_q;
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            m[h] = -INFINITY;
+            l[h] = 0.0f;
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
+    };
 
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
     for (int msg = 0;; ++msg) {
         mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
         const int w = msg_tile[msg & 1];
         mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
-        if (w < 0) {
-            /* The block's shared memory must outlive the last TMA store's reads of sO. */
-            if (threadIdx.x % 128 == 0) tma_store_wait_read();
-            if (consumer == 0) named_barrier_sync(kTurnBarrier + 0, 256);
-            break;
+        /* last: no tile after prev, whose last P V still takes a turn of its own. */
+        const bool last = w < 0;
+        if (last && !has_prev) break;
+        TileWork tw = prev;
+        if (!last) {
+            tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+            if (tw.n_blocks == 0) {
+                store_empty_tile<T, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
+                continue;
+            }
         }
-        const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
-        const int n_blocks = tw.n_blocks, n_masked = tw.n_masked, head = tw.head, batch = tw.batch, row0 = tw.row0;
-        if (n_blocks == 0) {
-            store_empty_tile<T, kHeadDim, kBlockM>(p, batch, head, row0, threadIdx.x - 128, kNConsumers * 128);
-            continue;
+        const int n_blocks = tw.n_blocks, n_masked = tw.n_masked;
+        const int row_g = tw.row0 + warp_row0 + g;  // rows row_g + 8 h
+        const int q_buffer = q_use % kQBuffers;
+        const uint32_t q_tile = last ? prev_q_tile : sQ_u32 + q_buffer * kQBytes + q_rows;
+
+        /* The joint turn's operands. Its S is this tile's first, S_0 = Q_i K_{n-1}^T; P V is prev's
+         * last, or P = 0 times K_{n-1} again before the block's first tile. After the block's last
+         * tile (last) it issues prev's P V with an S nobody reads, from prev's Q_i and last V tile
+         * (both [rows, kHeadDim], landed, and with no copy left to come into them: the producer has
+         * said it has no more tiles), for the same reason as the P = 0. */
+        const int s0 = kv % kStages;
+        const uint32_t k_first = last ? prev_v_tile : sK_u32 + s0 * kSlotBytes;
+        const uint32_t v_prev = has_prev ? prev_v_tile : k_first;
+        if (!last) {
+            mbarrier_wait(bar_q_u32 + 8 * q_buffer, (q_use / kQBuffers) & 1);
+            mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
         }
-        const int row_g = row0 + warp_row0 + g;  // rows row_g + 8 h
+        /* prev's last V tile: its barrier nobody has waited for yet. */
+        if (has_prev) mbarrier_wait(full_v_u32 + 8 * prev_v_stage, (prev_v_use / kStages) & 1);
+        /* O *= alpha of prev's last tile before its P V is issued. */
+        rescale_o<kHeadDim>(acc_o, alpha);
 
-        /* Software pipeline: V trails K by one tile as in stage 10, and S runs a tile ahead of the
-         * softmax: the step of tile t issues S_{t+1} and reads V_{t-1}. */
-        mbarrier_wait(bar_q_u32, q_use & 1);
-
-        float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
-        float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
-        float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
-#pragma unroll
-        for (int nt = 0; nt < kNTilesO; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
-        /* P (as A fragments) and alpha of the tile whose P V is still to come. */
-        uint32_t p_frag[kKStepsPV][4];
-        float alpha[2] = {1.0f, 1.0f};
-
+        /* Software pipeline: V trails K by one tile as in stage 10; the turn of tile t issues S_t
+         * and the P V of tile t - 1, and the joint turn that of prev's last tile with S_0. */
         if constexpr (kSAhead) {
             /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the
              * softmax of this one, so the softmax never waits for a GEMM it has just issued. Tile t
-             * (the t-th the block visits, K_{n-1-t}) has its S in one of two accumulator sets, s_a
-             * and s_b, in turn: S_t is being read by the softmax while S_{t+1} is being written by
-             * the tensor cores. */
-            float s_a[kNTilesS][4], s_b[kNTilesS][4];
+             * (the t-th the block visits, K_{n-1-t}) has its S in one of two accumulator sets,
+             * acc_s and s_b, in turn: S_t is being read by the softmax while S_{t+1} is being
+             * written by the tensor cores. */
+            float acc_s[kNTilesS][4], s_b[kNTilesS][4];
 
-            /* The first turn: S_0, and S_1 behind it. No P V yet, and the first softmax waits for
-             * both (below). A query tile with one key tile issues "S_1" as well, from K_0's slot
-             * again, and never reads it: a wgmma issued on one path only would make ptxas fence
-             * every wgmma of the kernel (info C7519), a far larger cost than one idle product in the
-             * shortest tiles. (Not from the next slot: with several query tiles per block, the
-             * producer may be filling it.) */
+            /* The joint turn: prev's last P V, S_0, and S_1 behind them; the epilogue of prev waits
+             * for the P V only, the first softmax for both S. A query tile with one key tile issues
+             * "S_1" as well, from K_0's slot again, and never reads it, for the reason of the P = 0.
+             * (Not from the next slot: with several query tiles per block, the producer may be
+             * filling it.) */
             {
-                const bool has_next = n_blocks > 1;
-                const int s0 = kv % kStages, s1 = (kv + 1) % kStages;
-                mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
+                const bool has_next = !last && n_blocks > 1;
+                const int s1 = (kv + 1) % kStages;
                 if (has_next) mbarrier_wait(full_k_u32 + 8 * s1, ((kv + 1) / kStages) & 1);
                 wgmma_hold(s_b);
-                gemm_fence(s_a, acc_o);
+                gemm_fence(acc_s, acc_o);
                 named_barrier_sync(kTurnBarrier + consumer, 256);
-                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_a, q_tile, sK_u32 + s0 * kSlotBytes);
-                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, sK_u32 + (has_next ? s1 : s0) * kSlotBytes);
+                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, v_prev);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, k_first);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, has_next ? sK_u32 + s1 * kSlotBytes : k_first);
                 named_barrier_arrive(next_turn, 256);
+                wgmma_wait<2>();
+                wgmma_hold(acc_o);
+                finish_prev();
                 /* Both: S_1 left running into the loop, whose two copies of the step hold it in
                  * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
                 wgmma_wait<0>();
-                wgmma_hold(s_a);
+                wgmma_hold(acc_s);
                 wgmma_hold(s_b);
+                if (last) break;
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(s_a, row_g, (n_blocks - 1) * kBlockN, p, diag);
-                softmax_tile<kExpSplit>(s_a, m, l, alpha, scale_log2);
-                pack_p<T>(s_a, p_frag);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
+                pack_p<T>(acc_s, p_frag);
             }
 
             /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile t - 1;
@@ -568,7 +692,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 named_barrier_arrive(next_turn, 256);
 
                 /* S_t: committed a turn ago, and complete since the last wait of the step before (or
-                 * of the first turn); the two groups just issued may run on. Groups complete in order. */
+                 * of the joint turn); the two groups just issued may run on. Groups complete in order. */
                 if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
                 wgmma_hold(s_cur);
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
@@ -583,30 +707,34 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             };
             int tile = 1;
             for (; tile + 2 < n_blocks; tile += 2) {
-                tile_step(true, tile, s_b, s_a);
-                tile_step(true, tile + 1, s_a, s_b);
+                tile_step(true, tile, s_b, acc_s);
+                tile_step(true, tile + 1, acc_s, s_b);
             }
             if (tile + 1 < n_blocks) {
-                tile_step(true, tile, s_b, s_a);
-                tile_step(false, tile + 1, s_a, s_b);
+                tile_step(true, tile, s_b, acc_s);
+                tile_step(false, tile + 1, acc_s, s_b);
             } else if (tile < n_blocks) {
-                tile_step(false, tile, s_b, s_a);
+                tile_step(false, tile, s_b, acc_s);
             }
         } else {
             /* Without S ahead (kSAhead = 0): stage 12's turn, S_t and the P V of tile t - 1, in one
              * set of S accumulators; the softmax of tile t waits for S_t and overlaps the P V only.
              * It leaves registers for wider tiles where two sets of S would not fit. */
             float acc_s[kNTilesS][4];
-            /* The first tile has no P V before it: S and the softmax alone. */
+            /* The joint turn: prev's last P V first, since prev's epilogue waits for it, then S_0,
+             * which the first softmax waits for after that epilogue. */
             {
-                const int s0 = kv % kStages;
-                mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
                 gemm_fence(acc_s, acc_o);
                 named_barrier_sync(kTurnBarrier + consumer, 256);
-                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + s0 * kSlotBytes);
+                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, v_prev);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, k_first);
                 named_barrier_arrive(next_turn, 256);
+                wgmma_wait<1>();
+                wgmma_hold(acc_o);
+                finish_prev();
                 wgmma_wait<0>();
                 wgmma_hold(acc_s);
+                if (last) break;
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
                 if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
                 softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
@@ -636,77 +764,26 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             }
         }
 
-        /* Every S of this query tile is complete: Q_i may be replaced by the next one. */
-        if (releases) mbarrier_arrive(empty_q_u32);
-
-        /* The last P V: V_0 was in the last copy of the query tile, whose barrier nobody has waited
-         * for yet; its slot is released like the others, for the next query tile's copies. It
-         * needs no turn: only P V is left, of this warpgroup and of the others, and the turns exist
-         * to interleave softmaxes with GEMMs. */
-        const int s_last = (kv + n_blocks - 1) % kStages;
-        mbarrier_wait(full_v_u32 + 8 * s_last, ((kv + n_blocks - 1) / kStages) & 1);
-        rescale_o<kHeadDim>(acc_o, alpha);
-        wgmma_hold(acc_o);
-        wgmma_fence();
-        pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + s_last * kSlotBytes);
-        wgmma_wait<0>();
-        wgmma_hold(acc_o);
-        if (releases) mbarrier_arrive(empty_v_u32 + 8 * s_last);
-
-        /* Epilogue: O = acc_o / l, after the one quad reduction of l. A row that saw no key at all
-         * (causal, seqlen_q > seqlen_k) has l = 0: FlashAttention-2 writes O = 0 and LSE = +inf. */
-        float inv_l[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-            inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
-        }
-        /* Stage this warp's rows of O in sO, once the TMA store of this warpgroup's query tile
-         * before has read them out: its issuing thread waits for that here, a whole query tile
-         * after the store was issued, so the wait is short, and not right after issuing it, where
-         * its whole warpgroup would wait with it at the next turn. */
-        if (threadIdx.x % 128 == 0) tma_store_wait_read();
-        named_barrier_sync(1 + consumer, 128);
-#pragma unroll
-        for (int nt = 0; nt < kNTilesO; ++nt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                *reinterpret_cast<uint32_t *>(&sO[smem_idx<kBlockM>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
-                    pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
-        /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread once
-         * all four warps have written their rows: the stores above are generic-proxy writes that the
-         * copy engine reads, hence the proxy fence in every writing thread before the barrier. Rows
-         * past seqlen_q are clipped by the engine. */
-        fence_proxy_async();
-        named_barrier_sync(1 + consumer, 128);
-        if (threadIdx.x % 128 == 0) {
-#pragma unroll
-            for (int c = 0; c < kHeadDim / 64; ++c)
-                tma_store_4d(&map_o, o_tile + c * kBlockM * 128, 64 * c, head, row0 + 64 * consumer, batch);
-            tma_store_commit();
-        }
-        if (p.lse && t == 0) {
-            float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
-        }
+        /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
+        if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);
+        prev = tw;
+        has_prev = true;
+        prev_q_tile = q_tile;
+        prev_v_use = kv + n_blocks - 1;
+        prev_v_stage = prev_v_use % kStages;
+        prev_v_tile = sV_u32 + prev_v_stage * kSlotBytes;
         kv += n_blocks;
         ++q_use;
     }
+    /* The block's shared memory must outlive the last TMA store's reads of sO, and the last
+     * consumer's last arrival must meet a wait. */
+    if (threadIdx.x % 128 == 0) tma_store_wait_read();
+    if (consumer == 0) named_barrier_sync(kTurnBarrier + 0, 256);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Launch
  * ------------------------------------------------------------------------------------------- */
-
-/* Shared memory of one block: Q_i, O and kStages K/V slots, plus 1 KiB to align the tiles. */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-constexpr int smem_bytes() {
-    using Shape = Tile<kHeadDim, kCausal, kShort>;
-    return (2 * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
-}
 
 /* The grid: one block per query tile, or (FLASH_PERSISTENT, FLASH_PERSISTENT_CAUSAL) as many blocks
  * as the GPU holds at once, each working through query tiles. Without a mask they are all equal,
