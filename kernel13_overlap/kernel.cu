@@ -441,41 +441,64 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * i % kStages once the consumers have released that slot's previous tile, i - kStages:
              * the (i / kStages)-th use of the slot waits for phase i / kStages - 1 of its empty
              * barrier. The first kStages tiles wait for the phase "before phase 0", parity 1, which
-             * a fresh barrier reports complete; Q_i waits the same way for the consumers' last S
-             * of the query tile before. Within a query tile the copies go in the order the
-             * consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a tile, so a wait
-             * for a V slot never holds back the K tile needed first. */
+             * a fresh barrier reports complete; a Q_i buffer waits the same way for the consumers'
+             * last S of the query tile it held before. Within a query tile the copies go in the
+             * order the consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a tile, so
+             * a wait for a V slot never holds back the K tile needed first. */
             int kv = 0, q_use = 0;
+            /* The query tile whose last V tile (its key tile 0, the last visited, the block's
+             * (kv - 1)-th) is still to be loaded when the next tile is announced; -1: none. A tile's
+             * work is computed where each copy needs it, not held across the copies: with three
+             * consumers the producer has 32 registers, and holding it made ptxas spill. */
+            int w_last = -1;
             for (int w = blockIdx.x, msg = 0;; ++msg) {
-                /* The msg-th message: slot msg & 1, its (msg / 2)-th use. */
+                /* The msg-th message (slot msg & 1, its (msg / 2)-th use) names tile w, or -1 past
+                 * the last. */
                 mbarrier_wait(msg_empty_u32 + 8 * (msg & 1), ((msg >> 1) & 1) ^ 1);
                 msg_tile[msg & 1] = w < num_tiles ? w : -1;
                 mbarrier_arrive(msg_full_u32 + 8 * (msg & 1));
+                if (w < num_tiles) {
+                    const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+                    if (tw.n_blocks > 0) {
+                        const int b = q_use % kQBuffers;
+                        mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
+                        load_tile<kHeadDim, kBlockM>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
+                        ++q_use;
+                    }
+                }
+                /* The tile before's last V only now, after this tile's Q_i: the consumers issue this
+                 * tile's first S in the turn of that V's P V (the joint turn), so Q_i, which comes
+                 * from memory no block has read yet, is needed as early as that V, and the wait for
+                 * its slot (the P V three tiles back) would hold Q_i up by a turn. With one Q_i
+                 * buffer the copy above waits for every consumer's last S with the Q_i before,
+                 * which needs no copy but those issued before it. */
+                if (w_last >= 0) {
+                    const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
+                    const int u = kv - 1, s = u % kStages;
+                    mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, tw_last.head / kv_group, 0,
+                                                 tw_last.batch);
+                }
                 if (w >= num_tiles) break;
                 const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
-                if (tw.n_blocks > 0) {
-                    const int head_kv = tw.head / kv_group;
-                    const int b = q_use % kQBuffers;
-                    mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
-                    load_tile<kHeadDim, kBlockM>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
-                    for (int i = 0; i <= tw.n_blocks; ++i) {
-                        if (i < tw.n_blocks) {
-                            const int u = kv + i, s = u % kStages;
-                            mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                            load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
-                                                         (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
-                        }
-                        if (i > 0) {
-                            const int u = kv + i - 1, s = u % kStages;
-                            mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                            load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, head_kv,
-                                                         (tw.n_blocks - i) * kBlockN, tw.batch);
-                        }
+                const int head_kv = tw.head / kv_group;
+                /* Not unrolled: two copies of the loop body cost registers the producer lacks. */
+#pragma unroll 1
+                for (int i = 0; i < tw.n_blocks; ++i) {
+                    const int u = kv + i, s = u % kStages;
+                    mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
+                                                 (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
+                    if (i > 0) {
+                        const int s_v = (u - 1) % kStages;
+                        mbarrier_wait(empty_v_u32 + 8 * s_v, (((u - 1) / kStages) & 1) ^ 1);
+                        load_tile<kHeadDim, kBlockN>(sV_u32 + s_v * kSlotBytes, &map_v, full_v_u32 + 8 * s_v, head_kv,
+                                                     (tw.n_blocks - i) * kBlockN, tw.batch);
                     }
-                    kv += tw.n_blocks;
-                    ++q_use;
                 }
-                /* The next tile is taken once this one's copies are all issued: late enough that
+                w_last = tw.n_blocks > 0 ? w : -1;
+                kv += tw.n_blocks;
+                /* The next tile is taken once this one's K copies are all issued: late enough that
                  * the counter hands tiles to the blocks about to need one. */
                 w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
             }
