@@ -397,7 +397,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * gridDim.x further, or, with a tile_counter (causal problems, whose tiles are not equal),
      * the next one nobody has taken. */
     const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
-    const int num_tiles = num_m * p.heads_q * p.batch;
     const int diag = p.seqlen_k - p.seqlen_q;
     const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -445,6 +444,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * last S of the query tile it held before. Within a query tile the copies go in the
              * order the consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a tile, so
              * a wait for a V slot never holds back the K tile needed first. */
+            const int num_tiles = num_m * p.heads_q * p.batch;
             int kv = 0, q_use = 0;
             /* The query tile whose last V tile (its key tile 0, the last visited, the block's
              * (kv - 1)-th) is still to be loaded when the next tile is announced; -1: none. A tile's
