@@ -4,26 +4,29 @@
  * Technique: overlap across and inside query tiles (docs/13_overlap.md), on top of stage 12's
  *            turns. Across: a persistent grid, one block per SM working through query tiles, so
  *            that the producer loads the next tile's Q_i and K/V while the consumers finish the last
- *            one, and consumer 0 starts its next tile while the others still write O; causal grids
- *            take their tiles from a counter (longest first), since their tiles are unequal.
+ *            one, and each warpgroup issues a tile's last P V with the next tile's first S in one
+ *            turn and writes O under that S; causal grids take their tiles from a counter (longest
+ *            first), since their tiles are unequal.
  *            Inside (kSAhead = 1): the turn issues the S of the *next* key tile with the P V of the
  *            last one, and the softmax works on the S that came in the turn before, in one of two
  *            sets of S accumulators. Measured on the H200 it loses to the shipped tiles: at head_dim
  *            64 it is slower at equal tiles, and at head_dim 128 two sets fit only 96-key tiles,
  *            which lose to 128 keys in one set (docs/13_overlap.md). So the shipped tiles
  *            keep stage 12's order, kSAhead = 0, and make tune K=13 times both.
- * Changed:   the persistent grid: O staged in a tile of its own and Q_i guarded by a full/empty
- *            pair, the producer passing tile numbers to the consumers through a two-message ring,
- *            turns that run on from one query tile into the next; causal a template parameter, so
- *            that causal problems take tiles of their own, longest first across groups of heads;
+ * Changed:   the persistent grid: O staged in a tile of its own and two Q_i buffers guarded by
+ *            full/empty pairs, the producer passing tile numbers to the consumers through a
+ *            two-message ring, turns that run on from one query tile into the next, and the joint
+ *            turn (a query tile's last P V and the next one's first S issued together, the
+ *            epilogue running under that S); causal a template parameter, so that causal problems
+ *            take tiles of their own, longest first across groups of heads;
  *            at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a ring
  *            (FA3's shape there), but two consumers for short causal sequences (kShort, chosen at
  *            launch). Tuning options: kSAhead, kExpSplit (a share of the exponentials computed on
  *            the FMA pipe, exp2_fma), one block per tile (+np), 160-key tiles at head_dim 128 (one
  *            set of S leaves the registers for them; they measured slower than 128).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 4fd4f46): 627.5 TFLOP/s (180%
- *            of FA2), 1.06x stage 12; causal 547.9 (172% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit d3ecd25): 604.8 TFLOP/s (174%
+ *            of FA2), 1.00x stage 12; causal 562.0 (174% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
