@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <mutex>
 
 /* ---------------------------------------------------------------------------------------------
  * Tile configuration
@@ -816,9 +817,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
  * and block b takes tiles b, b + gridDim.x, ...; causal tiles are not: with that fixed stride,
  * 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only ever get tiles of rank
  * b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work than the mean. So a
- * causal grid takes its tiles from a counter in global memory, allocated and zeroed on the stream
- * for each call, in the order the tiles are numbered (longest first). make tune K=13 times both
- * grids (candidates ending in +np launch one block per tile). */
+ * causal grid takes its tiles from a counter in global memory, zeroed on the stream before each
+ * call, in the order the tiles are numbered (longest first). make tune K=13 times both grids
+ * (candidates ending in +np launch one block per tile). */
 #ifndef FLASH_PERSISTENT
 #define FLASH_PERSISTENT 1
 #endif
@@ -829,6 +830,53 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
+
+/* The tile counters. A counter belongs to one call at a time: two calls running at once on two
+ * streams would share out each other's tiles. Allocating one per call in stream order
+ * (cudaMallocAsync, cudaFreeAsync) guarantees that and was the first version; it measured slower
+ * at every causal point of the sweep (docs/13: the allocation and the free sit between the
+ * kernels of consecutive calls). So each device keeps up to kCounterSlots counters, each with the
+ * stream of its last call (by cudaStreamGetId, which never names two streams of a process alike)
+ * and an event recorded after that call. A call takes the counter its stream used last (stream
+ * order puts its zeroing after that call's kernel), or one whose last call has completed, or a new
+ * one; under a lock, held until its own event is recorded, so that no other host thread takes the
+ * same counter in between. A stream being captured into a graph, or a call that finds every
+ * counter busy on other streams, allocates its own in stream order as before. */
+constexpr int kCounterSlots = 8;
+struct TileCounter {
+    int *counter;                   // nullptr: not allocated yet
+    cudaEvent_t done;               // recorded after the last call that used it
+    unsigned long long stream_id;   // that call's stream
+};
+static std::mutex counters_mutex;
+static TileCounter counters[kMaxDevices][kCounterSlots];
+
+/* A counter of `device` free for a call on stream `stream_id`, or nullptr (all busy elsewhere, or
+ * no memory for another). The caller holds counters_mutex. */
+static TileCounter *counter_for(int device, unsigned long long stream_id) {
+    TileCounter *slots = counters[device];
+    for (int i = 0; i < kCounterSlots; ++i)
+        if (slots[i].counter && slots[i].stream_id == stream_id) return &slots[i];
+    /* cudaErrorNotReady, the answer for a call still running, is not recorded as an error. */
+    for (int i = 0; i < kCounterSlots; ++i)
+        if (slots[i].counter && cudaEventQuery(slots[i].done) == cudaSuccess) return &slots[i];
+    for (int i = 0; i < kCounterSlots; ++i) {
+        if (slots[i].counter) continue;
+        if (cudaMalloc(&slots[i].counter, sizeof(int)) != cudaSuccess) {
+            slots[i].counter = nullptr;
+            cudaGetLastError();  // the fallback allocates in stream order, and reports a failure there
+            return nullptr;
+        }
+        if (cudaEventCreateWithFlags(&slots[i].done, cudaEventDisableTiming) != cudaSuccess) {
+            cudaFree(slots[i].counter);
+            slots[i].counter = nullptr;
+            cudaGetLastError();
+            return nullptr;
+        }
+        return &slots[i];
+    }
+    return nullptr;
+}
 
 /* The tensor maps are encoded on every call, inside the call the caller times: three calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
@@ -879,23 +927,48 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
         if (num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools)) persistent = false;
     }
+    TileCounter *slot = nullptr;
+    unsigned long long stream_id = 0;
+    std::unique_lock<std::mutex> lock(counters_mutex, std::defer_lock);
     if (persistent) {
         grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal, kShort>::kMinBlocks);
         if (kCausal) {
-            /* Stream-ordered: each call its own counter, however many calls run at once. */
-            err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
-            if (err == cudaSuccess) err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
+            cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+            err = cudaStreamIsCapturing(stream, &capture);
+            if (err == cudaSuccess) err = cudaStreamGetId(stream, &stream_id);
+            if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the stream: %s", cudaGetErrorString(err));
+            if (capture == cudaStreamCaptureStatusNone && cached) {
+                lock.lock();
+                slot = counter_for(device, stream_id);
+            }
+            if (slot) {
+                tile_counter = slot->counter;
+            } else {
+                /* Stream-ordered: this call's own counter, freed after its kernel. */
+                err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
+                if (err != cudaSuccess) {
+                    cudaGetLastError();  // the failure is reported here, not again by the next launch's check
+                    return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the tile counter: %s", cudaGetErrorString(err));
+                }
+            }
+            err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
             if (err != cudaSuccess) {
-                if (tile_counter) cudaFreeAsync(tile_counter, stream);
-                cudaGetLastError();  // the failure is reported here, not again by the next launch's check
-                return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the tile counter: %s", cudaGetErrorString(err));
+                if (!slot) cudaFreeAsync(tile_counter, stream);
+                cudaGetLastError();
+                return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: zeroing the tile counter: %s", cudaGetErrorString(err));
             }
         }
     }
     flash_fwd_kernel<T, kHeadDim, kCausal, kShort>
         <<<grid, (Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o, tile_counter);
     const int status = flash_launch_status("kernel13_overlap");
-    if (tile_counter) {
+    if (slot) {
+        /* The counter is this stream's until the call completes. */
+        slot->stream_id = stream_id;
+        err = cudaEventRecord(slot->done, stream);
+        if (err != cudaSuccess && status == FLASH_OK)
+            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: recording the tile counter's event: %s", cudaGetErrorString(err));
+    } else if (tile_counter) {
         err = cudaFreeAsync(tile_counter, stream);
         if (err != cudaSuccess && status == FLASH_OK)
             return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: freeing the tile counter: %s", cudaGetErrorString(err));

@@ -8,6 +8,8 @@ With a GPU, through the CUDA runtime the library itself loaded:
   - rows that see no key: causal, seqlen_q - seqlen_k spanning whole query tiles of every stage,
     at a batch x heads that fills the GPU, launched repeatedly: those rows get O = 0 and LSE = +inf
     on every launch, and the last row, which sees every key, matches a float64 computation here;
+  - streams: causal calls on more streams than the last stage keeps tile counters for, launched
+    together so that they run at once, give the bits of the same calls one after another;
   - --threads: eight host threads make their first calls into a fresh process at the same moment
     (the one-time per-device set-up of the stages races there) and must all get the answer a single
     thread gets.
@@ -135,6 +137,8 @@ def load_cudart():
     rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     rt.cudaMemset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
     rt.cudaFree.argtypes = [ctypes.c_void_p]
+    rt.cudaStreamCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    rt.cudaStreamDestroy.argtypes = [ctypes.c_void_p]
     return rt
 
 
@@ -264,6 +268,56 @@ def no_key_check(rt):
         bufs.free()
 
 
+def streams_check(rt):
+    """The last stage's causal grids take query tiles from a counter, which two calls running at
+    once must never share (they would each compute only some of their tiles). STREAMS streams,
+    more than the counters the stage keeps per device, each a call of its own on buffers of its
+    own, launched back to back from this thread, ROUNDS times; every output must have the bits of
+    the same call made alone on the default stream (the stages are deterministic)."""
+    stage, streams, rounds = count, 10, 3
+    shape = (4, 4096, 4096, 16, 128)  # about half a millisecond a call on an H200: they overlap
+    bufs = [Buffers(rt, *shape, seed=100 + i) for i in range(streams)]
+    name = (f"stage {stage:02d}: causal calls on {streams} streams at once get the bits of the same calls "
+            f"one at a time ({rounds} rounds, B{shape[0]} H{shape[3]} S{shape[1]} D{shape[4]})")
+    alone = []
+    for b in bufs:
+        b.poison()
+        rc = lib.flash_forward(stage, ctypes.byref(b.problem(1)), None)
+        if rc == FLASH_E_UNSUPPORTED:
+            skip(name, lib.flash_strerror(rc).decode())
+            for x in bufs:
+                x.free()
+            return
+        if rc != FLASH_OK:
+            check(name, False, f"alone: rc {rc}: {lib.flash_strerror(rc).decode()}")
+            return
+        rt.cudaDeviceSynchronize()
+        alone.append(b.fetch()[0])
+    handles = []
+    for _ in range(streams):
+        h = ctypes.c_void_p()
+        assert rt.cudaStreamCreate(ctypes.byref(h)) == 0
+        handles.append(h)
+    errors = []
+    for r in range(rounds):
+        for b in bufs:
+            b.poison()
+        rt.cudaDeviceSynchronize()
+        problems = [b.problem(1) for b in bufs]
+        codes = [lib.flash_forward(stage, ctypes.byref(pr), h) for pr, h in zip(problems, handles)]
+        if rt.cudaDeviceSynchronize() != 0 or any(c != FLASH_OK for c in codes):
+            errors.append(f"round {r}: return codes {codes}")
+            break
+        bad = [i for i, b in enumerate(bufs) if b.fetch()[0] != alone[i]]
+        if bad:
+            errors.append(f"round {r}: streams {bad} differ")
+    for h in handles:
+        rt.cudaStreamDestroy(h)
+    check(name, not errors, "; ".join(errors[:2]))
+    for b in bufs:
+        b.free()
+
+
 def threads_check(rt):
     """Eight threads, first calls of the process, released together; each must match one thread."""
     stage = count  # the most advanced stage: it has the one-time set-up (tile choice, shared-memory opt-in)
@@ -311,6 +365,7 @@ elif rt is None:
     skip("rows that see no key, on the GPU", "no CUDA device here")
 else:
     no_key_check(rt)
+    streams_check(rt)
     # The threads check needs a process whose first calls it makes: a fresh interpreter.
     sub = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads"], capture_output=True, text=True)
     print(sub.stdout, end="")
