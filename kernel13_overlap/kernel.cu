@@ -269,11 +269,12 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
     for (int c = thread; c < kRows * kChunksPerRow; c += nthreads) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-        if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
+        if (row < valid_rows && row0 + row >= 0) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
     }
     if (p.lse) {
         float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
-        for (int row = thread; row < min(kRows, valid_rows); row += nthreads) lse[row] = INFINITY;
+        for (int row = thread; row < min(kRows, valid_rows); row += nthreads)
+            if (row0 + row >= 0) lse[row] = INFINITY;
     }
 }
 
@@ -293,6 +294,9 @@ static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pai
  * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first
  * (within a group of heads, above), so that the last tiles of the grid are short ones. n_blocks
  * K/V tiles to visit (0: no key at all); from n_masked on they need the mask. */
+#ifndef FLASH_CAUSAL_END_ALIGN
+#define FLASH_CAUSAL_END_ALIGN 1
+#endif
 struct TileWork {
     int m_block, head, batch, row0, n_blocks, n_masked;
 };
@@ -311,7 +315,12 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
     tw.m_block = kCausal ? num_m - 1 - m_rank : m_rank;
     tw.head = hb % p.heads_q;
     tw.batch = hb / p.heads_q;
-    tw.row0 = tw.m_block * kBlockM;
+    /* Causal tiles end at the end of the sequence: the first one, not the last, is the one cut
+     * short (it starts before row 0, and its rows there are zeros the copy engine fills in and
+     * stores nothing of). A causal grid's first tile visits the fewest keys and its last the most,
+     * so a tiling whose rows do not divide the sequence (192-row tiles at 1k keys: 5.3 tiles) pays
+     * for its dead rows in the shortest tile instead of the longest. */
+    tw.row0 = kCausal && FLASH_CAUSAL_END_ALIGN ? p.seqlen_q - (num_m - tw.m_block) * kBlockM : tw.m_block * kBlockM;
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
      * wholly masked and never loaded. */
@@ -486,6 +495,11 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 if (w >= num_tiles) break;
                 const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
                 const int head_kv = tw.head / kv_group;
+#ifndef FLASH_COUNTER_AHEAD
+#define FLASH_COUNTER_AHEAD 0
+#endif
+                int w_next = 0;
+                if (FLASH_COUNTER_AHEAD) w_next = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
                 /* Not unrolled: two copies of the loop body cost registers the producer lacks. */
 #pragma unroll 1
                 for (int i = 0; i < tw.n_blocks; ++i) {
@@ -504,7 +518,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 kv += tw.n_blocks;
                 /* The next tile is taken once this one's K copies are all issued: late enough that
                  * the counter hands tiles to the blocks about to need one. */
-                w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
+                if (!FLASH_COUNTER_AHEAD) w_next = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
+                w = w_next;
             }
         }
         return;
@@ -607,7 +622,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 float *lse = p.lse + ((int64_t)prev.batch * p.heads_q + prev.head) * p.seqlen_q;
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+                    if (row_g + 8 * h >= 0 && row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
             }
         }
 #pragma unroll
@@ -842,14 +857,17 @@ constexpr int kMaxDevices = 64;
  * one; under a lock, held until its own event is recorded, so that no other host thread takes the
  * same counter in between. A stream being captured into a graph, or a call that finds every
  * counter busy on other streams, allocates its own in stream order as before. */
-constexpr int kCounterSlots = 8;
+#ifndef FLASH_COUNTER_SLOTS
+#define FLASH_COUNTER_SLOTS 8
+#endif
+constexpr int kCounterSlots = FLASH_COUNTER_SLOTS;
 struct TileCounter {
     int *counter;                   // nullptr: not allocated yet
     cudaEvent_t done;               // recorded after the last call that used it
     unsigned long long stream_id;   // that call's stream
 };
 static std::mutex counters_mutex;
-static TileCounter counters[kMaxDevices][kCounterSlots];
+static TileCounter counters[kMaxDevices][kCounterSlots > 0 ? kCounterSlots : 1];
 
 /* A counter of `device` free for a call on stream `stream_id`, or nullptr (all busy elsewhere, or
  * no memory for another). The caller holds counters_mutex. */
