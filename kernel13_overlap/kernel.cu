@@ -269,12 +269,11 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
     for (int c = thread; c < kRows * kChunksPerRow; c += nthreads) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-        if (row < valid_rows && row0 + row >= 0) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
+        if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
     }
     if (p.lse) {
         float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
-        for (int row = thread; row < min(kRows, valid_rows); row += nthreads)
-            if (row0 + row >= 0) lse[row] = INFINITY;
+        for (int row = thread; row < min(kRows, valid_rows); row += nthreads) lse[row] = INFINITY;
     }
 }
 
@@ -315,12 +314,15 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
     tw.m_block = kCausal ? num_m - 1 - m_rank : m_rank;
     tw.head = hb % p.heads_q;
     tw.batch = hb / p.heads_q;
-    /* Causal tiles end at the end of the sequence: the first one, not the last, is the one cut
-     * short (it starts before row 0, and its rows there are zeros the copy engine fills in and
-     * stores nothing of). A causal grid's first tile visits the fewest keys and its last the most,
-     * so a tiling whose rows do not divide the sequence (192-row tiles at 1k keys: 5.3 tiles) pays
-     * for its dead rows in the shortest tile instead of the longest. */
-    tw.row0 = kCausal && FLASH_CAUSAL_END_ALIGN ? p.seqlen_q - (num_m - tw.m_block) * kBlockM : tw.m_block * kBlockM;
+    /* Causal tiles end at the end of the sequence, and where the rows do not divide it the first
+     * tile, not the last, is the one out of step: it starts at row 0 and overlaps the second,
+     * whose rows it shares are computed twice (to the same result: the keys the second tile visits
+     * beyond the first's are all masked for them) and written twice. A causal grid's first tile
+     * visits the fewest keys and its last the most, so a tiling whose rows do not divide the
+     * sequence (192-row tiles at 1k keys: 5.3 tiles) pays for its spare rows in the shortest tile
+     * instead of past the end of the longest. (Not a first tile starting before row 0: a TMA copy
+     * there faulted on the H200.) */
+    tw.row0 = kCausal && FLASH_CAUSAL_END_ALIGN ? max(0, p.seqlen_q - (num_m - tw.m_block) * kBlockM) : tw.m_block * kBlockM;
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
      * wholly masked and never loaded. */
@@ -622,7 +624,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 float *lse = p.lse + ((int64_t)prev.batch * p.heads_q + prev.head) * p.seqlen_q;
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    if (row_g + 8 * h >= 0 && row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
+                    if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
             }
         }
 #pragma unroll
