@@ -18,7 +18,8 @@
  *            two-message ring, turns that run on from one query tile into the next, and the joint
  *            turn (a query tile's last P V and the next one's first S issued together, the
  *            epilogue running under that S); causal a template parameter, so that causal problems
- *            take tiles of their own, longest first across groups of heads;
+ *            take tiles of their own, longest first across groups of heads, that end at the end
+ *            of the sequence (the first tile, the shortest, overlaps the second);
  *            at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a ring
  *            (FA3's shape there), but two consumers for short causal sequences (kShort, chosen at
  *            launch). Tuning options: kSAhead, kExpSplit (a share of the exponentials computed on
@@ -75,10 +76,11 @@ struct TileShape {
 #define FLASH_TILE_D128_CAUSAL FLASH_TILE_D128
 #endif
 /* Short causal sequences at head_dim 64 (seqlen_q up to FLASH_SHORT_CAUSAL) take 128 query rows
- * and two consumers instead of 192 and three. A causal grid's longest tile is its last query tile,
- * and 192 rows leave a third of it or more past the end of the sequence at 512 and 1k (1k is 5.3
- * tiles of 192): the dead rows cost a quarter of the work there, which three consumers do not win
- * back. From 2k on a third consumer is faster (docs/13). */
+ * and two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3
+ * tiles of 192) are paid for in the grid's shortest tile (tile_work), but at 512 and 1k three
+ * consumers still lose to two: the spare rows are a larger share of fewer, shorter tiles, and the
+ * longest tile, which the grid ends on, is three turns per key tile instead of two. From 2k on a
+ * third consumer is faster (docs/13). */
 #ifndef FLASH_TILE_D64_CAUSAL_SHORT
 #define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 0, 0
 #endif
@@ -293,9 +295,6 @@ static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pai
  * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first
  * (within a group of heads, above), so that the last tiles of the grid are short ones. n_blocks
  * K/V tiles to visit (0: no key at all); from n_masked on they need the mask. */
-#ifndef FLASH_CAUSAL_END_ALIGN
-#define FLASH_CAUSAL_END_ALIGN 1
-#endif
 struct TileWork {
     int m_block, head, batch, row0, n_blocks, n_masked;
 };
@@ -314,15 +313,15 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
     tw.m_block = kCausal ? num_m - 1 - m_rank : m_rank;
     tw.head = hb % p.heads_q;
     tw.batch = hb / p.heads_q;
-    /* Causal tiles end at the end of the sequence, and where the rows do not divide it the first
-     * tile, not the last, is the one out of step: it starts at row 0 and overlaps the second,
-     * whose rows it shares are computed twice (to the same result: the keys the second tile visits
-     * beyond the first's are all masked for them) and written twice. A causal grid's first tile
-     * visits the fewest keys and its last the most, so a tiling whose rows do not divide the
-     * sequence (192-row tiles at 1k keys: 5.3 tiles) pays for its spare rows in the shortest tile
-     * instead of past the end of the longest. (Not a first tile starting before row 0: a TMA copy
-     * there faulted on the H200.) */
-    tw.row0 = kCausal && FLASH_CAUSAL_END_ALIGN ? max(0, p.seqlen_q - (num_m - tw.m_block) * kBlockM) : tw.m_block * kBlockM;
+    /* Causal tiles end at the end of the sequence. Where the rows do not divide it, the first tile
+     * is the one out of step: it starts at row 0 and overlaps the second, and the rows they share
+     * are computed twice, to the same result (the keys the second tile visits beyond the first's
+     * are all masked for them), and written twice. A causal grid's first tile visits the fewest
+     * keys and its last the most, so a tiling whose rows do not divide the sequence (192-row tiles
+     * at 2k keys: 10.7 tiles) pays for its spare rows in the shortest tile instead of past the end
+     * of the longest. (A first tile starting before row 0, with rows the copy engine would fill
+     * with zeros, stopped the kernel with an illegal instruction on the H200.) */
+    tw.row0 = kCausal ? max(0, p.seqlen_q - (num_m - tw.m_block) * kBlockM) : tw.m_block * kBlockM;
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
      * wholly masked and never loaded. */
@@ -497,11 +496,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 if (w >= num_tiles) break;
                 const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
                 const int head_kv = tw.head / kv_group;
-#ifndef FLASH_COUNTER_AHEAD
-#define FLASH_COUNTER_AHEAD 0
-#endif
-                int w_next = 0;
-                if (FLASH_COUNTER_AHEAD) w_next = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
                 /* Not unrolled: two copies of the loop body cost registers the producer lacks. */
 #pragma unroll 1
                 for (int i = 0; i < tw.n_blocks; ++i) {
@@ -520,8 +514,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 kv += tw.n_blocks;
                 /* The next tile is taken once this one's K copies are all issued: late enough that
                  * the counter hands tiles to the blocks about to need one. */
-                if (!FLASH_COUNTER_AHEAD) w_next = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
-                w = w_next;
+                w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
             }
         }
         return;
@@ -859,17 +852,14 @@ constexpr int kMaxDevices = 64;
  * one; under a lock, held until its own event is recorded, so that no other host thread takes the
  * same counter in between. A stream being captured into a graph, or a call that finds every
  * counter busy on other streams, allocates its own in stream order as before. */
-#ifndef FLASH_COUNTER_SLOTS
-#define FLASH_COUNTER_SLOTS 8
-#endif
-constexpr int kCounterSlots = FLASH_COUNTER_SLOTS;
+constexpr int kCounterSlots = 8;
 struct TileCounter {
     int *counter;                   // nullptr: not allocated yet
     cudaEvent_t done;               // recorded after the last call that used it
     unsigned long long stream_id;   // that call's stream
 };
 static std::mutex counters_mutex;
-static TileCounter counters[kMaxDevices][kCounterSlots > 0 ? kCounterSlots : 1];
+static TileCounter counters[kMaxDevices][kCounterSlots];
 
 /* A counter of `device` free for a call on stream `stream_id`, or nullptr (all busy elsewhere, or
  * no memory for another). The caller holds counters_mutex. */
