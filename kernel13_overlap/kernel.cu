@@ -78,9 +78,8 @@ struct TileShape {
 /* Short causal sequences at head_dim 64 (seqlen_q up to FLASH_SHORT_CAUSAL) take 128 query rows
  * and two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3
  * tiles of 192) are paid for in the grid's shortest tile (tile_work), but at 512 and 1k three
- * consumers still lose to two: the spare rows are a larger share of fewer, shorter tiles, and the
- * longest tile, which the grid ends on, is three turns per key tile instead of two. From 2k on a
- * third consumer is faster (docs/13). */
+ * consumers still measured slower than two: the spare rows are a larger share of fewer, shorter
+ * tiles. From 2k on a third consumer is faster (docs/13). */
 #ifndef FLASH_TILE_D64_CAUSAL_SHORT
 #define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 0, 0
 #endif
