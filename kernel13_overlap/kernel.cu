@@ -434,11 +434,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const int diag = p.seqlen_k - p.seqlen_q;
     const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    /* 0: the producer; 1 .. kNConsumers: the consumers. Read back from lane 0 so that the compiler
-     * knows it is the same in every lane of a warp: a branch on it (a warpgroup sitting a tile out)
-     * then needs no code for lanes that part ways, which it otherwise put around the named barriers
-     * and shuffles of the whole consumer loop (WARPSYNC, BRA.DIV in the SASS). */
-    const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
+    const int warpgroup = warp / 4;  // 0: the producer; 1 .. kNConsumers: the consumers
     const int g = lane / 4, t = lane % 4;  // fragment coordinates: row group and thread in quad
 
     /* Thread 0 initialises the barriers and publishes them to the copy engine (the async proxy)
@@ -793,7 +789,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * releases each K/V tile once landed (before, its arrival would count towards the
              * slot's previous use), so that the ring and the turns go on as if it had read them. */
             auto sit_out = [&]() {
-#pragma unroll 1
                 for (int tile = 1; tile < n_blocks; ++tile) {
                     const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
                     named_barrier_sync(kTurnBarrier + consumer, 256);
