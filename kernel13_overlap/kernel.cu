@@ -262,19 +262,19 @@ __device__ __forceinline__ void gemm_fence(float (&acc_s)[kNTilesS][4], float (&
  * compute: FlashAttention-2 writes its O rows as zeros and its LSE as +inf, and loads nothing. The
  * consumers write them straight to global memory (thread `thread` of `nthreads`), without the
  * shared-memory staging of O and without a turn. */
-template <typename T, int kHeadDim>
-__device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0, int rows, int thread, int nthreads) {
+template <typename T, int kHeadDim, int kRows>
+__device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0, int thread, int nthreads) {
     const int64_t row_stride = (int64_t)p.heads_q * kHeadDim;
     T *o = (T *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
-    const int valid_rows = min(rows, p.seqlen_q - row0);
+    const int valid_rows = p.seqlen_q - row0;
     constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
-    for (int c = thread; c < rows * kChunksPerRow; c += nthreads) {
+    for (int c = thread; c < kRows * kChunksPerRow; c += nthreads) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
         if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
     }
     if (p.lse) {
         float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
-        for (int row = thread; row < valid_rows; row += nthreads) lse[row] = INFINITY;
+        for (int row = thread; row < min(kRows, valid_rows); row += nthreads) lse[row] = INFINITY;
     }
 }
 
@@ -292,15 +292,13 @@ static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pai
 
 /* One query tile of the work: tile w of num_m * heads_q * batch, query blocks fastest (consecutive
  * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first
- * (within a group of heads, above), so that the last tiles of the grid are short ones. The
- * first `consumers` consumer warpgroups have rows in the tile (64 each from row0); n_blocks K/V
- * tiles to visit (0: no key at all); from n_masked on they need the mask. */
+ * (within a group of heads, above), so that the last tiles of the grid are short ones. n_blocks
+ * K/V tiles to visit (0: no key at all); from n_masked on they need the mask. */
 struct TileWork {
-    int m_block, head, batch, row0, consumers, n_blocks, n_masked;
+    int m_block, head, batch, row0, n_blocks, n_masked;
 };
-template <int kBlockM, int kBlockN, bool kCausal, bool kSitOut>
+template <int kBlockM, int kBlockN, bool kCausal>
 __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int num_m) {
-    constexpr int kNConsumers = kBlockM / 64;
     TileWork tw;
     int m_rank = w % num_m, hb = w / num_m;
     if (kCausal && kCausalHeadGroup > 1) {
@@ -323,21 +321,6 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
      * of the longest. (A first tile starting before row 0, with rows the copy engine would fill
      * with zeros, stopped the kernel with an illegal instruction on the H200.) */
     tw.row0 = kCausal ? max(0, p.seqlen_q - (num_m - tw.m_block) * kBlockM) : tw.m_block * kBlockM;
-    tw.consumers = kNConsumers;
-    /* Without a mask every tile costs the same per warpgroup, and rows that do not divide the
-     * sequence are dropped instead: a tiling of num_m tiles has `spare` warpgroups of 64 rows more
-     * than the sequence needs (1k rows are 16 of 64, six tiles of 192 hold 18), and the last
-     * `spare` tiles each leave their last warpgroup out and start 64 rows earlier for each such
-     * tile before them (1k: four tiles of 192, then two of 128 that end at row 1023). A warpgroup
-     * with no rows in a tile still takes the tile's turns (sit_out): in the first it finishes the
-     * tile before, in the others it issues nothing. */
-    if (kSitOut) {
-        const int spare = num_m * kNConsumers - (p.seqlen_q + 63) / 64;  // 0 .. kNConsumers - 1
-        const int from_end = num_m - 1 - tw.m_block;
-        tw.row0 -= 64 * max(0, tw.m_block - max(0, num_m - spare));
-        /* Spread over the last tiles, one each; a single tile (num_m = 1) may lose two. */
-        if (from_end < spare) tw.consumers -= (spare - 1 - from_end) / num_m + 1;
-    }
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
      * wholly masked and never loaded. */
@@ -363,10 +346,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kStages = Tile<kHeadDim, kCausal, kShort>::kStages;  // K/V slots in the ring
     constexpr int kExpSplit = Tile<kHeadDim, kCausal, kShort>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
     constexpr bool kSAhead = Tile<kHeadDim, kCausal, kShort>::kSAhead;      // S computed a tile ahead of its softmax
-    /* Tiles without a mask may leave a warpgroup out (tile_work, sit_out). Not with S ahead, whose
-     * second set of S leaves ptxas no registers for the branch (it spilled), nor causal, whose
-     * tiles end at the end of the sequence and pay for spare rows in the shortest tile. */
-    constexpr bool kSitOut = !kCausal && !kSAhead;
     static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -492,7 +471,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 msg_tile[msg & 1] = w < num_tiles ? w : -1;
                 mbarrier_arrive(msg_full_u32 + 8 * (msg & 1));
                 if (w < num_tiles) {
-                    const TileWork tw = tile_work<kBlockM, kBlockN, kCausal, kSitOut>(p, w, num_m);
+                    const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
                     if (tw.n_blocks > 0) {
                         const int b = q_use % kQBuffers;
                         mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
@@ -507,14 +486,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                  * buffer the copy above waits for every consumer's last S with the Q_i before,
                  * which needs no copy but those issued before it. */
                 if (w_last >= 0) {
-                    const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal, kSitOut>(p, w_last, num_m);
+                    const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
                     const int u = kv - 1, s = u % kStages;
                     mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
                     load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, tw_last.head / kv_group, 0,
                                                  tw_last.batch);
                 }
                 if (w >= num_tiles) break;
-                const TileWork tw = tile_work<kBlockM, kBlockN, kCausal, kSitOut>(p, w, num_m);
+                const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
                 const int head_kv = tw.head / kv_group;
                 /* Not unrolled: two copies of the loop body cost registers the producer lacks. */
 #pragma unroll 1
@@ -589,8 +568,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
     TileWork prev = {};
-    bool has_prev = false;   // the block has a tile before this one (the same for every consumer)
-    bool prev_mine = false;  // and this warpgroup had rows in it, whose O is still to be written
+    bool has_prev = false;
     uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile
     int prev_v_stage = 0, prev_v_use = 0;       // that slot and the block's count of the K/V tile in it
 
@@ -602,8 +580,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
              * like the others, for the copies of the tiles after it. */
             if (releases) mbarrier_arrive(empty_v_u32 + 8 * prev_v_stage);
-        }
-        if (prev_mine) {
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
             float inv_l[2];
 #pragma unroll
@@ -664,14 +640,13 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         if (last && !has_prev) break;
         TileWork tw = prev;
         if (!last) {
-            tw = tile_work<kBlockM, kBlockN, kCausal, kSitOut>(p, w, num_m);
+            tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
             if (tw.n_blocks == 0) {
-                store_empty_tile<T, kHeadDim>(p, tw.batch, tw.head, tw.row0, 64 * tw.consumers, threadIdx.x - 128, kNConsumers * 128);
+                store_empty_tile<T, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
                 continue;
             }
         }
         const int n_blocks = tw.n_blocks, n_masked = tw.n_masked;
-        const bool mine = !kSitOut || consumer < tw.consumers;  // this warpgroup has rows in the tile
         const int row_g = tw.row0 + warp_row0 + g;  // rows row_g + 8 h
         const int q_buffer = q_use % kQBuffers;
         const uint32_t q_tile = last ? prev_q_tile : sQ_u32 + q_buffer * kQBytes + q_rows;
@@ -782,25 +757,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * set of S accumulators; the softmax of tile t waits for S_t and overlaps the P V only.
              * It leaves registers for wider tiles where two sets of S would not fit. */
             float acc_s[kNTilesS][4];
-            /* A warpgroup with no rows in the tile (tile_work) takes the joint turn like the
-             * others, for its own last P V of prev and its epilogue (the S it issues there, and the
-             * softmax of that S, are dropped: with the softmax left out too, ptxas spilled), and
-             * then sits the tile out: it passes each later turn straight on, issuing nothing, and
-             * releases each K/V tile once landed (before, its arrival would count towards the
-             * slot's previous use), so that the ring and the turns go on as if it had read them. */
-            auto sit_out = [&]() {
-                for (int tile = 1; tile < n_blocks; ++tile) {
-                    const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
-                    named_barrier_sync(kTurnBarrier + consumer, 256);
-                    named_barrier_arrive(next_turn, 256);
-                    mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
-                    mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
-                    if (releases) {
-                        mbarrier_arrive(empty_k_u32 + 8 * stage);
-                        mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
-                    }
-                }
-            };
             /* The joint turn: prev's last P V first, since prev's epilogue waits for it, then S_0,
              * which the first softmax waits for after that epilogue. */
             {
@@ -820,31 +776,27 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
                 pack_p<T>(acc_s, p_frag);
             }
-            if (!mine) {
-                sit_out();
-            } else {
-                for (int tile = 1; tile < n_blocks; ++tile) {
-                    const int n_block = n_blocks - 1 - tile;
-                    const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
-                    mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
-                    mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
-                    rescale_o<kHeadDim>(acc_o, alpha);
-                    gemm_fence(acc_s, acc_o);
-                    named_barrier_sync(kTurnBarrier + consumer, 256);
-                    qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
-                    pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-                    named_barrier_arrive(next_turn, 256);
-                    /* S_t first: its group was committed first; the P V may run on under the softmax. */
-                    wgmma_wait<1>();
-                    wgmma_hold(acc_s);
-                    if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-                    if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
-                    softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
-                    wgmma_wait<0>();
-                    wgmma_hold(acc_o);
-                    if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
-                    pack_p<T>(acc_s, p_frag);
-                }
+            for (int tile = 1; tile < n_blocks; ++tile) {
+                const int n_block = n_blocks - 1 - tile;
+                const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
+                mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
+                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+                rescale_o<kHeadDim>(acc_o, alpha);
+                gemm_fence(acc_s, acc_o);
+                named_barrier_sync(kTurnBarrier + consumer, 256);
+                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
+                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+                named_barrier_arrive(next_turn, 256);
+                /* S_t first: its group was committed first; the P V may run on under the softmax. */
+                wgmma_wait<1>();
+                wgmma_hold(acc_s);
+                if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
+                if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
+                wgmma_wait<0>();
+                wgmma_hold(acc_o);
+                if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+                pack_p<T>(acc_s, p_frag);
             }
         }
 
@@ -852,7 +804,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);
         prev = tw;
         has_prev = true;
-        prev_mine = mine;
         prev_q_tile = q_tile;
         prev_v_use = kv + n_blocks - 1;
         prev_v_stage = prev_v_use % kStages;
