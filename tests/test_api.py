@@ -10,6 +10,8 @@ With a GPU, through the CUDA runtime the library itself loaded:
     on every launch, and the last row, which sees every key, matches a float64 computation here;
   - streams: causal calls on more streams than the last stage keeps tile counters for, launched
     together so that they run at once, give the bits of the same calls one after another;
+  - overlap: where the last stage's causal tiles overlap (the first, clamped to row 0, and the
+    second), the rows both write get the same bits from each;
   - --threads: eight host threads make their first calls into a fresh process at the same moment
     (the one-time per-device set-up of the stages races there) and must all get the answer a single
     thread gets.
@@ -318,6 +320,76 @@ def streams_check(rt):
         b.free()
 
 
+def fetch_bits(rt, ptr, count, code):
+    """count elements of array type `code` ("H": bf16 bits, "f": fp32) at device address ptr."""
+    buf = ctypes.create_string_buffer(count * array.array(code).itemsize)
+    assert rt.cudaMemcpy(buf, ptr, len(buf), D2H) == 0
+    return array.array(code, buf.raw)
+
+
+def overlap_check(rt):
+    """The last stage's causal tiles end at the end of the sequence. At head_dim 64 above 1024 query
+    rows they are 192 rows, and where those do not divide the sequence the first tile starts at
+    row 0 and overlaps the second: at Sq = Sk = 2100 the second starts at 2100 - 10 * 192 = 180,
+    the first ends at 191, and rows 180..191 are written by both, in whichever order the two
+    blocks finish. Both must write the same bits. Each tile's own bits are computed alone, on the
+    same buffers, in a problem where no other tile holds those rows:
+      - Q from row 180 on, against every key (1920 query rows: ten whole tiles, the first of
+        which covers rows 180..371 and visits the key tiles 2, 1, 0, as the second tile does);
+      - the first 1152 rows of Q against the first 1152 keys (six whole tiles, the first of which
+        covers rows 0..191 and visits the key tiles 1, 0, as the first tile does; keys 192..255
+        lie past the diagonal of these rows in both, and are masked).
+    Both views stay above 1024 rows, so they run the same kernel as the whole problem. The whole
+    problem's rows 180..191 must have the bits of both, in O and in LSE."""
+    stage = count
+    heads, d, seq, second, first_end, prefix = 4, 64, 2100, 180, 192, 1152
+    bufs = Buffers(rt, 1, seq, seq, heads, d, seed=11)
+    name = (f"stage {stage:02d}: causal rows {second}..{first_end - 1} at Sq = Sk = {seq} d{d}, written by two "
+            f"overlapping tiles, get the same bits from each")
+    row_bytes = heads * d * 2
+    views = {  # name: (q, seqlen_q, seqlen_k, first row of rows 180..191 in this view's O and LSE)
+        "whole": (bufs.dev["q"], seq, seq, second),
+        "second tile": (bufs.dev["q"] + second * row_bytes, seq - second, seq, 0),
+        "first tile": (bufs.dev["q"], prefix, prefix, second),
+    }
+    shared = first_end - second
+    got = {}
+    for view, (q, sq, sk, row) in views.items():
+        o, lse = bufs.alloc(sq * row_bytes), bufs.alloc(4 * heads * sq)
+        rt.cudaMemset(o, 0xFF, sq * row_bytes)
+        rt.cudaMemset(lse, 0xFF, 4 * heads * sq)
+        problem = Problem(q, bufs.dev["k"], bufs.dev["v"], o, lse, 1, sq, sk, heads, heads, d, FLASH_BF16, 1, 0.0)
+        rc = lib.flash_forward(stage, ctypes.byref(problem), None)
+        if rc != FLASH_OK or rt.cudaDeviceSynchronize() != 0:
+            if rc == FLASH_E_UNSUPPORTED:
+                skip(name, lib.flash_strerror(rc).decode())
+            else:
+                check(name, False, f"{view}: rc {rc}: {lib.flash_strerror(rc).decode()}")
+            for ptr in (o, lse):
+                rt.cudaFree(ptr)
+            bufs.free()
+            return
+        # O is [row, head, d]; LSE is [head, row].
+        o_rows = fetch_bits(rt, o + row * row_bytes, shared * heads * d, "H")
+        lse_all = fetch_bits(rt, lse, heads * sq, "f")
+        lse_rows = [lse_all[h * sq + row + i] for h in range(heads) for i in range(shared)]
+        got[view] = (o_rows, lse_rows)
+        for ptr in (o, lse):
+            rt.cudaFree(ptr)
+    errors = []
+    # 0xFFFF is the poison (a NaN): a view that wrote nothing there would match another that did not.
+    for view, (o_rows, lse_rows) in got.items():
+        if 0xFFFF in o_rows or not all(math.isfinite(x) for x in lse_rows):
+            errors.append(f"{view}: rows {second}..{first_end - 1} not all written")
+    for view in ("second tile", "first tile"):
+        for what, i in (("O", 0), ("LSE", 1)):
+            diff = sum(a != b for a, b in zip(got["whole"][i], got[view][i]))
+            if diff:
+                errors.append(f"{diff} {what} elements differ from the {view}'s")
+    check(name, not errors, "; ".join(errors[:3]))
+    bufs.free()
+
+
 def threads_check(rt):
     """Eight threads, first calls of the process, released together; each must match one thread."""
     stage = count  # the most advanced stage: it has the one-time set-up (tile choice, shared-memory opt-in)
@@ -366,6 +438,7 @@ elif rt is None:
 else:
     no_key_check(rt)
     streams_check(rt)
+    overlap_check(rt)
     # The threads check needs a process whose first calls it makes: a fresh interpreter.
     sub = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads"], capture_output=True, text=True)
     print(sub.stdout, end="")
