@@ -157,6 +157,13 @@ def bf16_value(bits):
     return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
 
 
+def fetch_bits(rt, ptr, count, code):
+    """count elements of array type `code` ("H": bf16 bits, "f": fp32) at device address ptr."""
+    buf = ctypes.create_string_buffer(count * array.array(code).itemsize)
+    assert rt.cudaMemcpy(buf, ptr, len(buf), D2H) == 0
+    return array.array(code, buf.raw)
+
+
 class Buffers:
     """q, k, v (bf16), o (bf16), lse (fp32) of one problem on the device. The inputs repeat one
     random pattern of PATTERN (a prime) values: random enough for attention, and quick to build
@@ -200,11 +207,7 @@ class Buffers:
 
     def fetch(self):
         """(O as an array of bf16 bits, LSE as an array of floats), copied back."""
-        o = ctypes.create_string_buffer(2 * self.n_o)
-        lse = ctypes.create_string_buffer(4 * self.n_lse)
-        assert self.rt.cudaMemcpy(o, self.dev["o"], 2 * self.n_o, D2H) == 0
-        assert self.rt.cudaMemcpy(lse, self.dev["lse"], 4 * self.n_lse, D2H) == 0
-        return array.array("H", o.raw), array.array("f", lse.raw)
+        return fetch_bits(self.rt, self.dev["o"], self.n_o, "H"), fetch_bits(self.rt, self.dev["lse"], self.n_lse, "f")
 
     def free(self):
         for ptr in self.dev.values():
@@ -318,13 +321,6 @@ def streams_check(rt):
     check(name, not errors, "; ".join(errors[:2]))
     for b in bufs:
         b.free()
-
-
-def fetch_bits(rt, ptr, count, code):
-    """count elements of array type `code` ("H": bf16 bits, "f": fp32) at device address ptr."""
-    buf = ctypes.create_string_buffer(count * array.array(code).itemsize)
-    assert rt.cudaMemcpy(buf, ptr, len(buf), D2H) == 0
-    return array.array(code, buf.raw)
 
 
 def overlap_check(rt):
