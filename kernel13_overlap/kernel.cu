@@ -103,39 +103,17 @@ __host__ __device__ constexpr int smem_bytes_with(int q_buffers) {
 /* A block may have 227 KiB of shared memory on sm_90; the kernel's own __shared__ barriers and
  * messages take well under the 1 KiB kept back for them here. */
 constexpr int kSmemLimit = 227 * 1024, kStaticSmemBound = 1024;
-/* Split tiles (below): the consumers other than the first hand their part of O, with m and l, to
- * the first through shared memory, thread by thread, in fp32: kHeadDim / 2 + 4 floats a thread. */
-template <int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr int merge_bytes() {
-    return (Tile<kHeadDim, kCausal, kShort>::kNConsumers - 1) * 128 * (kHeadDim / 2 + 4) * 4;
-}
-/* Whether the kernel splits the keys of short query tiles among its consumers: without a mask, in
- * stage 12's order (kSAhead = 0), with a slot of the ring for each consumer (a split tile's last
- * V tiles, one per consumer, are released only in the next tile's first turns, and the copies
- * behind them must not need those slots), and where the merge buffer fits beside two Q_i buffers
- * (at head_dim 64, not at 128, whose sweep lengths 128 rows divide anyway). */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr bool splits() {
-    return !kCausal && !Tile<kHeadDim, kCausal, kShort>::kSAhead &&
-           Tile<kHeadDim, kCausal, kShort>::kStages >= Tile<kHeadDim, kCausal, kShort>::kNConsumers &&
-           smem_bytes_with<T, kHeadDim, kCausal, kShort>(2) + merge_bytes<kHeadDim, kCausal, kShort>() + kStaticSmemBound <= kSmemLimit;
-}
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr int split_bytes() {
-    return splits<T, kHeadDim, kCausal, kShort>() ? merge_bytes<kHeadDim, kCausal, kShort>() : 0;
-}
 /* Two Q_i buffers where they fit, so that the next query tile's Q_i lands while the consumers
  * still issue their S with this one, and the joint turn never waits for it; one where the ring
  * leaves no room (160-key tiles at head_dim 128), and the joint turn then waits for the next Q_i,
  * whose copy starts only when every consumer has issued its last S with this one. */
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
 __host__ __device__ constexpr int q_buffers() {
-    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(2) + split_bytes<T, kHeadDim, kCausal, kShort>() + kStaticSmemBound <= kSmemLimit
-               ? 2 : 1;
+    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(2) + kStaticSmemBound <= kSmemLimit ? 2 : 1;
 }
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
 __host__ __device__ constexpr int smem_bytes() {
-    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(q_buffers<T, kHeadDim, kCausal, kShort>()) + split_bytes<T, kHeadDim, kCausal, kShort>();
+    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(q_buffers<T, kHeadDim, kCausal, kShort>());
 }
 
 /* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
@@ -357,24 +335,6 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
     return tw;
 }
 
-/* A split tile: one whose rows in the sequence (at most 64, the rows of one warpgroup) leave the
- * other consumers nothing to do. Without a mask at head_dim 64, 192-row tiles leave such a last tile
- * wherever 192 leaves a remainder of 64 or fewer rows (1k rows: five tiles and 64 rows). Every
- * consumer then takes those same rows against a share of the keys, key tiles c, c + kNConsumers,
- * ... of the tile's visits for consumer c, and the first merges the parts. */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ __forceinline__ bool split_tile(const flash_problem &p, int row0, int n_blocks) {
-    return splits<T, kHeadDim, kCausal, kShort>() && p.seqlen_q - row0 <= 64 && n_blocks >= Tile<kHeadDim, kCausal, kShort>::kNConsumers;
-}
-
-/* A split tile's key tiles, rounded up to whole rounds of one key tile per consumer: the extra
- * ones lie past the end of the keys (the copy engine fills them with zeros, the mask takes them
- * out), and every consumer then takes the same number of turns in the tile. */
-template <int kNConsumers>
-__host__ __device__ __forceinline__ int round_up_blocks(int n_blocks) {
-    return (n_blocks + kNConsumers - 1) / kNConsumers * kNConsumers;
-}
-
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
 __global__ void __launch_bounds__((Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal, kShort>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
@@ -406,9 +366,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
     static_assert(kNConsumers == 2 || kNConsumers == 3, "the turns go round two or three consumer warpgroups");
     /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
-     * turn of consumer c on the tensor cores, kMergeBarrier the consumers' merge of a split tile. */
-    constexpr int kTurnBarrier = 1 + kNConsumers, kMergeBarrier = kTurnBarrier + kNConsumers;
-    constexpr bool kSplits = splits<T, kHeadDim, kCausal, kShort>();  // short tiles split their keys (split_tile)
+     * turn of consumer c on the tensor cores. */
+    constexpr int kTurnBarrier = 1 + kNConsumers;
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
     constexpr int kKStepsPV = kBlockN / 16;  // k16 steps of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
@@ -431,10 +390,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
     constexpr uint32_t kSlotBytes = 2 * kTileBytes;  // a slot: K_j then V_j
     const uint32_t sK_u32 = sO_u32 + kQBytes, sV_u32 = sK_u32 + kTileBytes;
-    /* After the ring, where the kernel splits tiles: the merge buffer, float [kNConsumers - 1][kHeadDim
-     * / 2 + 4][128]: consumer c > 0 writes its m, l and O fragment at [c - 1][value][thread of the
-     * warpgroup], so that a warp's 32 lanes write 32 consecutive floats. */
-    float *sMerge = reinterpret_cast<float *>(smem + (kQBuffers + 1) * kQBytes + kStages * kSlotBytes);
     /* The ring's barriers, a pair per slot and tensor. "full" (arrival count 1: the producer's
      * expect-tx) completes when the tile has landed; "empty" (arrival count kNConsumers: one
      * arrival per consumer warpgroup) when every consumer is done reading it. The u-th use of a slot
@@ -509,13 +464,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * work is computed where each copy needs it, not held across the copies: with three
              * consumers the producer has 32 registers, and holding it made ptxas spill. */
             int w_last = -1;
-            /* V_i of tile tw (key tile n_blocks - 1 - i), the block's K/V tile u, into its slot. */
-            auto load_v = [&](const TileWork &tw, int u, int i) {
-                const int s = u % kStages;
-                mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, tw.head / kv_group,
-                                             (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
-            };
             for (int w = blockIdx.x, msg = 0;; ++msg) {
                 /* The msg-th message (slot msg & 1, its (msg / 2)-th use) names tile w, or -1 past
                  * the last. */
@@ -538,32 +486,28 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                  * buffer the copy above waits for every consumer's last S with the Q_i before,
                  * which needs no copy but those issued before it. */
                 if (w_last >= 0) {
-                    TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
-                    const bool split = split_tile<T, kHeadDim, kCausal, kShort>(p, tw_last.row0, tw_last.n_blocks);
-                    if (split) tw_last.n_blocks = round_up_blocks<kNConsumers>(tw_last.n_blocks);
-                    const int trail = split ? kNConsumers : 1;
-#pragma unroll 1
-                    for (int i = tw_last.n_blocks - trail; i < tw_last.n_blocks; ++i)
-                        load_v(tw_last, kv - tw_last.n_blocks + i, i);
+                    const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
+                    const int u = kv - 1, s = u % kStages;
+                    mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
+                    load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, tw_last.head / kv_group, 0,
+                                                 tw_last.batch);
                 }
                 if (w >= num_tiles) break;
-                TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
-                const bool split = split_tile<T, kHeadDim, kCausal, kShort>(p, tw.row0, tw.n_blocks);
-                if (split) tw.n_blocks = round_up_blocks<kNConsumers>(tw.n_blocks);
-                /* V trails K by a tile, or in a split tile by kNConsumers: there V_i is read with
-                 * K_{i + kNConsumers}, in the same consumer's next turn, and every consumer's first
-                 * S (its K among the first kNConsumers) must be able to land before any V of the
-                 * tile, whose slots wait for the consumers' last P V of the tile before, issued in
-                 * those first turns. */
-                const int trail = split ? kNConsumers : 1;
+                const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+                const int head_kv = tw.head / kv_group;
                 /* Not unrolled: two copies of the loop body cost registers the producer lacks. */
 #pragma unroll 1
                 for (int i = 0; i < tw.n_blocks; ++i) {
                     const int u = kv + i, s = u % kStages;
                     mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                    load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, tw.head / kv_group,
+                    load_tile<kHeadDim, kBlockN>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
                                                  (tw.n_blocks - 1 - i) * kBlockN, tw.batch);
-                    if (i >= trail) load_v(tw, u - trail, i - trail);
+                    if (i > 0) {
+                        const int s_v = (u - 1) % kStages;
+                        mbarrier_wait(empty_v_u32 + 8 * s_v, (((u - 1) / kStages) & 1) ^ 1);
+                        load_tile<kHeadDim, kBlockN>(sV_u32 + s_v * kSlotBytes, &map_v, full_v_u32 + 8 * s_v, head_kv,
+                                                     (tw.n_blocks - i) * kBlockN, tw.batch);
+                    }
                 }
                 w_last = tw.n_blocks > 0 ? w : -1;
                 kv += tw.n_blocks;
@@ -623,101 +567,27 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     for (int kk = 0; kk < kKStepsPV; ++kk)
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
-    /* prev's tile number and its work, kept, or in a kernel that splits tiles (whose consumers
-     * have no registers to keep it in) computed again from the number where the epilogue needs it. */
-    int prev_w = 0;
-    TileWork prev_tw = {};
-    /* prev's stride (below): 0 before the block's first tile, 1 after a tile, kNConsumers after a
-     * split one, whose parts are still to be merged. */
-    int prev_stride = 0;
-    int prev_v_use = -1;       // the block's count of this consumer's last K/V tile of prev (its slot: % kStages)
-    /* In a split tile every consumer still sees every copy land and releases every slot, the
-     * ones it does not read too: the turns stay in step, and so do the barriers' phases. A wait
-     * names a phase by its parity only, so it is sound only while no consumer can fall two phases
-     * behind a slot, which a slot that one consumer alone released could do. pass_round: the
-     * other consumers' tiles of one round of a split tile (u0 .. u0 + kNConsumers - 1), seen and
-     * released, after this consumer's own. */
-    auto pass_round = [&](uint32_t full_u32, uint32_t empty_u32, int u0) {
-#pragma unroll 1
-        for (int u = u0; u < u0 + kNConsumers; ++u) {
-            if (u - u0 == consumer) continue;
-            mbarrier_wait(full_u32 + 8 * (u % kStages), (u / kStages) & 1);
-            if (releases) mbarrier_arrive(empty_u32 + 8 * (u % kStages));
-        }
-    };
+    TileWork prev = {};
+    bool has_prev = false;
+    uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile
+    int prev_v_stage = 0, prev_v_use = 0;       // that slot and the block's count of the K/V tile in it
 
-    /* O, m and l start again for the next tile. */
-    auto reset_state = [&]() {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            m[h] = -INFINITY;
-            l[h] = 0.0f;
-        }
-#pragma unroll
-        for (int nt = 0; nt < kNTilesO; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
-    };
     /* The epilogue of prev, once its last P V is complete: O = acc_o / l, after the one quad
      * reduction of l. A row that saw no key at all (causal, seqlen_q > seqlen_k) has l = 0:
-     * FlashAttention-2 writes O = 0 and LSE = +inf. A split tile's parts are merged first, and the
-     * first consumer writes its rows. Then O, m and l start again for the next tile. */
+     * FlashAttention-2 writes O = 0 and LSE = +inf. Then O, m and l start again for the next tile. */
     auto finish_prev = [&]() {
-        if (prev_stride > 0) {
+        if (has_prev) {
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
              * like the others, for the copies of the tiles after it. */
-            if (releases) mbarrier_arrive(empty_v_u32 + 8 * (prev_v_use % kStages));
-            const TileWork prev = kSplits ? tile_work<kBlockM, kBlockN, kCausal>(p, prev_w, num_m) : prev_tw;
+            if (releases) mbarrier_arrive(empty_v_u32 + 8 * prev_v_stage);
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
+            float inv_l[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
                 l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+                inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
             }
-            if (kSplits && prev_stride > 1) {
-                /* Each consumer holds the same rows' m, l and O over its share of the keys, in the
-                 * same fragment places. The others hand theirs over; the first rescales every part
-                 * to the largest m, as the online softmax does from one key tile to the next (m is
-                 * finite: without a mask every share holds keys), and writes O alone. The first
-                 * reads the buffer before its next turn, and the others write it again only after
-                 * turns that follow that one: the turns order the next merge after this one. */
-                float *part = sMerge + threadIdx.x % 128;
-                constexpr int kPartFloats = kHeadDim / 2 + 4;
-                if (consumer > 0) {
-                    part += (consumer - 1) * kPartFloats * 128;
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        part[h * 128] = m[h];
-                        part[(2 + h) * 128] = l[h];
-                    }
-#pragma unroll
-                    for (int nt = 0; nt < kNTilesO; ++nt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) part[(4 + 4 * nt + e) * 128] = acc_o[nt][e];
-                }
-                named_barrier_sync(kMergeBarrier, kNConsumers * 128);
-                if (consumer > 0) return reset_state();
-#pragma unroll
-                for (int c = 1; c < kNConsumers; ++c, part += kPartFloats * 128) {
-                    float a_mine[2], a_part[2];
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const float m_part = part[h * 128], m_new = fmaxf(m[h], m_part);
-                        a_mine[h] = fast_exp2((m[h] - m_new) * scale_log2);
-                        a_part[h] = fast_exp2((m_part - m_new) * scale_log2);
-                        l[h] = l[h] * a_mine[h] + part[(2 + h) * 128] * a_part[h];
-                        m[h] = m_new;
-                    }
-#pragma unroll
-                    for (int nt = 0; nt < kNTilesO; ++nt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            acc_o[nt][e] = acc_o[nt][e] * a_mine[e >> 1] + part[(4 + 4 * nt + e) * 128] * a_part[e >> 1];
-                }
-            }
-            float inv_l[2];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
             /* Stage this warp's rows of O in sO, once the TMA store of this warpgroup's query tile
              * before has read them out: its issuing thread waits for that here, a whole query tile
              * after the store was issued, so the wait is short, and not right after issuing it,
@@ -749,7 +619,15 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                     if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
             }
         }
-        reset_state();
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            m[h] = -INFINITY;
+            l[h] = 0.0f;
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[nt][e] = 0.0f;
     };
 
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
@@ -759,45 +637,34 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
         /* last: no tile after prev, whose last P V still takes a turn of its own. */
         const bool last = w < 0;
-        if (last && prev_stride == 0) break;
-        const TileWork tw = last && !kSplits ? prev_tw : tile_work<kBlockM, kBlockN, kCausal>(p, last ? prev_w : w, num_m);
+        if (last && !has_prev) break;
+        TileWork tw = prev;
         if (!last) {
-            if (kCausal && tw.n_blocks == 0) {  // only causal tiles can see no key
+            tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+            if (tw.n_blocks == 0) {
                 store_empty_tile<T, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
                 continue;
             }
         }
-        /* A split tile: this consumer takes the first warpgroup's rows, and of the tile's key tiles
-         * (visited last to first, as always) visits first, first + kNConsumers, ... Otherwise it
-         * visits every key tile with rows of its own. */
-        const bool split = !last && split_tile<T, kHeadDim, kCausal, kShort>(p, tw.row0, tw.n_blocks);
-        const int n_blocks = split ? round_up_blocks<kNConsumers>(tw.n_blocks) : tw.n_blocks, n_masked = tw.n_masked;
-        const int first = split ? consumer : 0, stride = split ? kNConsumers : 1;
-        const int tile_row0 = split ? warp_row0 - 64 * consumer : warp_row0;  // this warp's first row in the tile
-        const int row_g = tw.row0 + tile_row0 + g;  // rows row_g + 8 h
+        const int n_blocks = tw.n_blocks, n_masked = tw.n_masked;
+        const int row_g = tw.row0 + warp_row0 + g;  // rows row_g + 8 h
         const int q_buffer = q_use % kQBuffers;
-        /* This tile's Q_i rows, or after the last tile prev's (the buffer before, and the first
-         * warpgroup's rows if prev was split). */
-        const uint32_t q_tile = last ? sQ_u32 + ((q_use + kQBuffers - 1) % kQBuffers) * kQBytes + (prev_stride > 1 ? 0 : q_rows)
-                                     : sQ_u32 + q_buffer * kQBytes + (split ? 0 : q_rows);
+        const uint32_t q_tile = last ? prev_q_tile : sQ_u32 + q_buffer * kQBytes + q_rows;
 
         /* The joint turn's operands. Its S is this tile's first, S_0 = Q_i K_{n-1}^T; P V is prev's
          * last, or P = 0 times K_{n-1} again before the block's first tile. After the block's last
          * tile (last) it issues prev's P V with an S nobody reads, from prev's Q_i and last V tile
          * (both [rows, kHeadDim], landed, and with no copy left to come into them: the producer has
          * said it has no more tiles), for the same reason as the P = 0. */
-        int u_last = kv + first;  // the block's count of this consumer's K/V tile (its last so far)
-        const int s0 = u_last % kStages;
-        const uint32_t prev_v_tile = sV_u32 + (prev_v_use % kStages) * kSlotBytes;
+        const int s0 = kv % kStages;
         const uint32_t k_first = last ? prev_v_tile : sK_u32 + s0 * kSlotBytes;
-        const uint32_t v_prev = prev_stride > 0 ? prev_v_tile : k_first;
+        const uint32_t v_prev = has_prev ? prev_v_tile : k_first;
         if (!last) {
             mbarrier_wait(bar_q_u32 + 8 * q_buffer, (q_use / kQBuffers) & 1);
-            mbarrier_wait(full_k_u32 + 8 * s0, (u_last / kStages) & 1);
+            mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
         }
-        /* prev's last V tile (this consumer's last, of a split tile): its barrier nobody has
-         * waited for yet. */
-        if (prev_stride > 0) mbarrier_wait(full_v_u32 + 8 * (prev_v_use % kStages), (prev_v_use / kStages) & 1);
+        /* prev's last V tile: its barrier nobody has waited for yet. */
+        if (has_prev) mbarrier_wait(full_v_u32 + 8 * prev_v_stage, (prev_v_use / kStages) & 1);
         /* O *= alpha of prev's last tile before its P V is issued. */
         rescale_o<kHeadDim>(acc_o, alpha);
 
@@ -885,7 +752,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             } else if (tile < n_blocks) {
                 tile_step(false, tile, s_b, acc_s);
             }
-            u_last = kv + n_blocks - 1;
         } else {
             /* Without S ahead (kSAhead = 0): stage 12's turn, S_t and the P V of tile t - 1, in one
              * set of S accumulators; the softmax of tile t waits for S_t and overlaps the P V only.
@@ -906,20 +772,15 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 wgmma_hold(acc_s);
                 if (last) break;
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-                if (split) pass_round(full_k_u32, empty_k_u32, kv);
-                if (kv + n_blocks - 1 - u_last >= n_masked) mask_tile<kCausal>(acc_s, row_g, (kv + n_blocks - 1 - u_last) * kBlockN, p, diag);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
                 softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
                 pack_p<T>(acc_s, p_frag);
             }
-            /* The visits after the first: K/V tile u of the block (key tile n_block of this query
-             * tile), stride tiles after the visit before, whose P V this turn issues. */
-            while (u_last + stride < kv + n_blocks) {
-                const int u = u_last + stride;
-                u_last = u;
-                const int n_block = kv + n_blocks - 1 - u;
-                const int u_prev = u - stride, stage = u % kStages, stage_prev = u_prev % kStages;
+            for (int tile = 1; tile < n_blocks; ++tile) {
+                const int n_block = n_blocks - 1 - tile;
+                const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
                 mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
-                mbarrier_wait(full_v_u32 + 8 * stage_prev, (u_prev / kStages) & 1);
+                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
                 rescale_o<kHeadDim>(acc_o, alpha);
                 gemm_fence(acc_s, acc_o);
                 named_barrier_sync(kTurnBarrier + consumer, 256);
@@ -936,21 +797,17 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 wgmma_hold(acc_o);
                 if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
                 pack_p<T>(acc_s, p_frag);
-                if (split) {
-                    pass_round(full_k_u32, empty_k_u32, u - consumer);
-                    pass_round(full_v_u32, empty_v_u32, u_prev - consumer);
-                }
             }
-            /* The last round's V tiles of the others; this consumer's own goes with its P V. */
-            if (split) pass_round(full_v_u32, empty_v_u32, u_last - consumer);
         }
 
         /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
         if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);
-        prev_w = w;
-        if constexpr (!kSplits) prev_tw = tw;
-        prev_stride = stride;
-        prev_v_use = u_last;
+        prev = tw;
+        has_prev = true;
+        prev_q_tile = q_tile;
+        prev_v_use = kv + n_blocks - 1;
+        prev_v_stage = prev_v_use % kStages;
+        prev_v_tile = sV_u32 + prev_v_stage * kSlotBytes;
         kv += n_blocks;
         ++q_use;
     }
@@ -1066,12 +923,6 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
     int grid = (int)num_tiles;
     int *tile_counter = nullptr;
     bool persistent = kCausal ? FLASH_PERSISTENT_CAUSAL : FLASH_PERSISTENT;
-    /* Split tiles are the last of each sequence, so a fixed stride would hand them all to the same
-     * blocks (with 6 tiles a sequence and 132 blocks, block b only ever gets tiles of rank b mod 6):
-     * a grid with split tiles takes its tiles from the counter too. */
-    const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
-    const int last_row0 = (p->seqlen_q + kBlockM - 1) / kBlockM * kBlockM - kBlockM;
-    const bool counted = kCausal || split_tile<T, kHeadDim, kCausal, kShort>(*p, last_row0, (int)min(key_tiles, (long long)INT_MAX));
     int sms = 0, pools = 0;
     if (persistent) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -1081,8 +932,8 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         /* A block counts the K/V tiles of all its query tiles (slots and phases follow the count),
          * in an int, and with the counter one block may in principle take every tile; a problem
          * whose K/V tiles of all query tiles would not fit, or a causal call on a device without
-         * stream-ordered allocation (for the counter), runs one block per tile; split tiles on such
-         * a device keep the fixed stride. */
+         * stream-ordered allocation (for the counter), runs one block per tile. */
+        const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
         if (num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools)) persistent = false;
     }
     TileCounter *slot = nullptr;
@@ -1090,7 +941,7 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
     std::unique_lock<std::mutex> lock(counters_mutex, std::defer_lock);
     if (persistent) {
         grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal, kShort>::kMinBlocks);
-        if (counted && pools) {
+        if (kCausal) {
             cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
             err = cudaStreamIsCapturing(stream, &capture);
             if (err == cudaSuccess) err = cudaStreamGetId(stream, &stream_id);
