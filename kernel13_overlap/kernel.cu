@@ -364,7 +364,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
                   "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
-    static_assert(kNConsumers >= 2 && kNConsumers <= 4, "the turns go round two to four consumer warpgroups");
+    static_assert(kNConsumers == 2 || kNConsumers == 3, "the turns go round two or three consumer warpgroups");
     /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
      * turn of consumer c on the tensor cores. */
     constexpr int kTurnBarrier = 1 + kNConsumers;
