@@ -641,7 +641,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         TileWork tw = prev;
         if (!last) {
             tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
-            if (tw.n_blocks == 0) {
+            /* Only a causal tile can see no key (seqlen_k >= 1): without a mask the test, and the
+             * store it guards, are compiled out of the consumers' code. */
+            if (kCausal && tw.n_blocks == 0) {
                 store_empty_tile<T, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
                 continue;
             }
