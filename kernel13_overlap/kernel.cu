@@ -26,8 +26,8 @@
  *            the FMA pipe, exp2_fma), one block per tile (+np), 160-key tiles at head_dim 128 (one
  *            set of S leaves the registers for them; they measured slower than 128).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit 5e8165e): 580.5 TFLOP/s (168%
- *            of FA2), 0.99x stage 12; causal 551.8 (173% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit c5892d2): 605.1 TFLOP/s (174%
+ *            of FA2), 1.03x stage 12; causal 576.2 (182% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
