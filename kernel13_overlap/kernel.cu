@@ -157,13 +157,15 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint32_t
 }
 
 /* Masks the keys of a tile starting at key col0 that lie past the end of the sequence or (causal)
- * past the diagonal of the thread's rows row_g and row_g + 8. Only boundary tiles come here. Each of
- * the thread's columns col0 + 8 nt + 2t + (e & 1) is compared with the last key its row sees,
- * counted from col0 + 2t, so that one comparison with a constant decides each element. */
+ * past the diagonal of the thread's rows row_g and row_g + 8. Only boundary tiles come here. A key
+ * is masked when it lies past the last key its row sees; counted from the thread's first column,
+ * col0 + 2t, that bound is one number per row, so that each element is one comparison of it with a
+ * constant (8 nt + (e & 1)) and one select: a third of the instructions of comparing each column
+ * with both bounds, on the diagonal tile every causal query tile starts with. */
 template <bool kCausal, int kNTilesS>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p, int diag) {
     const int t = threadIdx.x % 4;
-    int last[2];
+    int last[2];  // the last key rows row_g and row_g + 8 see, counted from col0 + 2t
 #pragma unroll
     for (int h = 0; h < 2; ++h) last[h] = (kCausal ? min(p.seqlen_k - 1, row_g + 8 * h + diag) : p.seqlen_k - 1) - col0 - 2 * t;
 #pragma unroll
@@ -173,33 +175,19 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
             if (nt * 8 + (e & 1) > last[e >> 1]) acc_s[nt][e] = -INFINITY;
 }
 
-/* Whether no row of this warp sees a key in the second half of a masked tile starting at key col0
- * (on a causal diagonal, the warps of the tile's first rows): softmax_tile then gives that half
- * P = 0 without its exponentials. The warp's last row, row_g - g + 15, sees the most keys. Read
- * back from lane 0 so that the compiler knows the answer is the same in every lane of the warp,
- * and branches on it without code for lanes that part ways. */
-template <bool kCausal, int kNTilesS>
-__device__ __forceinline__ bool first_half_only(int row_g, int col0, const flash_problem &p, int diag) {
-    const int g = (threadIdx.x % 32) / 4;
-    const int warp_last = (kCausal ? min(p.seqlen_k - 1, row_g - g + 15 + diag) : p.seqlen_k - 1) - col0;
-    return __shfl_sync(0xffffffffu, warp_last < kNTilesS * 4, 0);
-}
-
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
  * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m))
  * in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
  * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
  * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
- * tile (all four lanes subtract the same m), the sum need not until the end. kLive: the n8 tiles
- * of S, from the first, that hold a key some row of the warp sees; the others (masked to -inf)
- * get P = 0 without an exponential. */
-template <int kExpSplit, int kLive, int kNTilesS>
+ * tile (all four lanes subtract the same m), the sum need not until the end. */
+template <int kExpSplit, int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              float scale_log2) {
     /* Two partial maxima per row (even and odd key columns): chains half as long. */
     float m_part[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
 #pragma unroll
-    for (int nt = 0; nt < kLive; ++nt)
+    for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) m_part[e >> 1][e & 1] = fmaxf(m_part[e >> 1][e & 1], acc_s[nt][e]);
     float m_tile[2] = {fmaxf(m_part[0][0], m_part[0][1]), fmaxf(m_part[1][0], m_part[1][1])};
@@ -219,7 +207,7 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
     float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
     constexpr int kEvery = kExpSplit > 0 ? kExpSplit : 1;
 #pragma unroll
-    for (int nt = 0; nt < kLive; ++nt)
+    for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const float x = acc_s[nt][e] * scale_log2 - m_scaled[e >> 1];
@@ -228,25 +216,7 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
             p_sum[e >> 1][e & 1] += acc_s[nt][e];
         }
 #pragma unroll
-    for (int nt = kLive; nt < kNTilesS; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[nt][e] = 0.0f;
-#pragma unroll
     for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + (p_sum[h][0] + p_sum[h][1]);
-}
-
-/* The softmax of one S tile whose first key is col0, masked first where the tile holds a key some
- * row must not see (masked: n_block >= n_masked). With kSkipHalf a masked tile whose second half no
- * row of the warp sees skips that half's exponentials: a second copy of the softmax, taken on the
- * causal diagonal by the warps of its first rows. */
-template <bool kCausal, bool kSkipHalf, int kExpSplit, int kNTilesS>
-__device__ __forceinline__ void mask_softmax_tile(float (&acc_s)[kNTilesS][4], bool masked, int row_g, int col0, const flash_problem &p,
-                                                  int diag, float (&m)[2], float (&l)[2], float (&alpha)[2], float scale_log2) {
-    if (masked) mask_tile<kCausal>(acc_s, row_g, col0, p, diag);
-    if (kSkipHalf && masked && first_half_only<kCausal, kNTilesS>(row_g, col0, p, diag))
-        softmax_tile<kExpSplit, kNTilesS / 2>(acc_s, m, l, alpha, scale_log2);
-    else
-        softmax_tile<kExpSplit, kNTilesS>(acc_s, m, l, alpha, scale_log2);
 }
 
 /* P, from S's registers, packed into the A fragments of P V: the accumulators of S tiles 2kk and
@@ -381,12 +351,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kStages = Tile<kHeadDim, kCausal, kShort>::kStages;  // K/V slots in the ring
     constexpr int kExpSplit = Tile<kHeadDim, kCausal, kShort>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
     constexpr bool kSAhead = Tile<kHeadDim, kCausal, kShort>::kSAhead;      // S computed a tile ahead of its softmax
-    /* FLASH_SKIP_HALF: masked causal tiles with two consumers skip the exponentials of a half tile
-     * that no row of the warp sees (first_half_only). */
-#ifndef FLASH_SKIP_HALF
-#define FLASH_SKIP_HALF 0
-#endif
-    constexpr bool kSkipHalf = FLASH_SKIP_HALF && kCausal && kNConsumers == 2;
     static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -747,8 +711,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 wgmma_hold(s_b);
                 if (last) break;
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-                mask_softmax_tile<kCausal, kSkipHalf, kExpSplit>(acc_s, n_blocks - 1 >= n_masked, row_g, (n_blocks - 1) * kBlockN, p,
-                                                                 diag, m, l, alpha, scale_log2);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
                 pack_p<T>(acc_s, p_frag);
             }
 
@@ -775,8 +739,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
                 wgmma_hold(s_cur);
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-                mask_softmax_tile<kCausal, kSkipHalf, kExpSplit>(s_cur, n_block >= n_masked, row_g, n_block * kBlockN, p, diag, m, l,
-                                                                 alpha, scale_log2);
+                if (n_block >= n_masked) mask_tile<kCausal>(s_cur, row_g, n_block * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
                 /* P V of tile t - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
                 wgmma_wait<0>();
                 wgmma_hold(acc_o);
@@ -815,8 +779,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 wgmma_hold(acc_s);
                 if (last) break;
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-                mask_softmax_tile<kCausal, kSkipHalf, kExpSplit>(acc_s, n_blocks - 1 >= n_masked, row_g, (n_blocks - 1) * kBlockN, p,
-                                                                 diag, m, l, alpha, scale_log2);
+                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
                 pack_p<T>(acc_s, p_frag);
             }
             for (int tile = 1; tile < n_blocks; ++tile) {
@@ -834,8 +798,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 wgmma_wait<1>();
                 wgmma_hold(acc_s);
                 if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-                mask_softmax_tile<kCausal, kSkipHalf, kExpSplit>(acc_s, n_block >= n_masked, row_g, n_block * kBlockN, p, diag, m, l,
-                                                                 alpha, scale_log2);
+                if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
                 wgmma_wait<0>();
                 wgmma_hold(acc_o);
                 if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
