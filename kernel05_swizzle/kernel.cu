@@ -11,8 +11,8 @@
  *            writes, the ldmatrix reads and the O staging all follow the same layout.
  * Bottleneck: the block still loads K_j and V_j, waits, and only then computes: copy latency and
  *            compute alternate instead of overlapping.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit c5892d2): 245.8 TFLOP/s (71%
- *            of FA2), 4.28x stage 04; causal 233.8 (74% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 247.4 TFLOP/s (70%
+ *            of FA2), 4.30x stage 04; causal 233.8 (72% of FA2).
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel05 && ./run
  * Read:      docs/05_swizzle.md; in the blog series, https://lubits.ch/flash/Part-4 (bank conflicts

@@ -37,8 +37,8 @@
  * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit c5892d2): 342.4 TFLOP/s (98%
- *            of FA2), 1.17x stage 07; causal 325.1 (103% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 342.9 TFLOP/s (98%
+ *            of FA2), 1.17x stage 07; causal 326.4 (101% of FA2).
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel08 && ./run
  * Read:      docs/08_final.md; in the blog series, https://lubits.ch/flash/Part-6 (auto-tuning),

@@ -27,8 +27,8 @@
  * Bottleneck: every warp still issues both GEMMs and the softmax in one instruction stream, and a
  *            __syncthreads per tile still tells the copy thread that a slot is free; stage 11 gives
  *            the copies a warp of their own and frees slots with mbarriers.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit c5892d2): 512.3 TFLOP/s (147%
- *            of FA2), 1.12x stage 09; causal 519.8 (165% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 507.4 TFLOP/s (144%
+ *            of FA2), 1.05x stage 09; causal 551.9 (170% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma exists nowhere else.
  * Run:       make kernel10 && ./run
  * Read:      docs/10_tma.md; the PTX ISA, "Tensor copy" (cp.async.bulk.tensor) and "mbarrier";

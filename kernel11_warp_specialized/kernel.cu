@@ -18,8 +18,8 @@
  *            indices start after the producer's warpgroup; mask_tile takes the thread's row;
  *            TileShape gives the consumers' register count instead of blocks per SM.
  * Bottleneck: (measured on the H200: docs/11_warp_specialized.md)
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit c5892d2): 556.0 TFLOP/s (160%
- *            of FA2), 1.09x stage 10; causal 530.6 (168% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 546.2 TFLOP/s (155%
+ *            of FA2), 1.08x stage 10; causal 532.5 (164% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel11 && ./run
  * Read:      docs/11_warp_specialized.md; the PTX ISA, "setmaxnreg" and "mbarrier"; §3.1 of the

@@ -15,8 +15,8 @@
  *            waited for with wgmma_wait<1> (P V may still run); the first tile is peeled off the
  *            loop; qk_tile and pv_tile leave the fence to the caller (gemm_fence, once per turn).
  * Bottleneck: (measured on the H200: docs/12_pingpong.md)
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit c5892d2): 588.0 TFLOP/s (169%
- *            of FA2), 1.06x stage 11; causal 553.2 (175% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 582.5 TFLOP/s (166%
+ *            of FA2), 1.07x stage 11; causal 557.9 (172% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel12 && ./run
  * Read:      docs/12_pingpong.md; §3.1 of the FlashAttention-3 paper (ping-pong scheduling); the

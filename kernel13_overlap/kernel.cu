@@ -26,8 +26,8 @@
  *            the FMA pipe, exp2_fma), one block per tile (+np), 160-key tiles at head_dim 128 (one
  *            set of S leaves the registers for them; they measured slower than 128).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit c5892d2): 605.1 TFLOP/s (174%
- *            of FA2), 1.03x stage 12; causal 576.2 (182% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 596.4 TFLOP/s (170%
+ *            of FA2), 1.02x stage 12; causal 581.7 (179% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
