@@ -22,7 +22,8 @@
  *            of the sequence (the first tile, the shortest, overlaps the second);
  *            at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a ring
  *            (FA3's shape there), but two consumers for short causal sequences (kShort, chosen at
- *            launch). Tuning options: kSAhead, kExpSplit (a share of the exponentials computed on
+ *            launch); the mask one comparison and one select an element (mask_tile: one to two
+ *            hundredths faster at head_dim 64 with a mask, docs/13). Tuning options: kSAhead, kExpSplit (a share of the exponentials computed on
  *            the FMA pipe, exp2_fma), one block per tile (+np), 160-key tiles at head_dim 128 (one
  *            set of S leaves the registers for them; they measured slower than 128).
  * Bottleneck: (measured on the H200: docs/13_overlap.md)
@@ -160,8 +161,8 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint32_t
  * past the diagonal of the thread's rows row_g and row_g + 8. Only boundary tiles come here. A key
  * is masked when it lies past the last key its row sees; counted from the thread's first column,
  * col0 + 2t, that bound is one number per row, so that each element is one comparison of it with a
- * constant (8 nt + (e & 1)) and one select: a third of the instructions of comparing each column
- * with both bounds, on the diagonal tile every causal query tile starts with. */
+ * constant (8 nt + (e & 1)) and one select: two instructions an element, where comparing each
+ * column with both bounds took three, on the diagonal tile every causal query tile starts with. */
 template <bool kCausal, int kNTilesS>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p, int diag) {
     const int t = threadIdx.x % 4;
