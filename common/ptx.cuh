@@ -2,8 +2,7 @@
  * ptx.cuh: the chapter-2 building blocks as thin inline-PTX wrappers.
  *
  * Each wrapper is one instruction (or one instruction per register pair) so that what a stage
- * calls is what shows in its PTX and SASS; the one exception, exp2_fma at the end, emulates one
- * instruction (ex2) in ten others. Fragment layouts for m16n8k16, with g = lane / 4 and
+ * calls is what shows in its PTX and SASS. Fragment layouts for m16n8k16, with g = lane / 4 and
  * t = lane % 4 (rows of A and C, columns of B):
  *
  *   A (16x16, row-major)  a[0]: (g,   2t..2t+1)   a[1]: (g+8, 2t..2t+1)
@@ -112,23 +111,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
-}
-
-/* 2^x for x <= 0 on the FMA and integer pipes, none of it on the MUFU unit, whose 16 results per
- * clock per SM bound the softmax at head_dim 64 (docs/12_pingpong.md; stage 13 computes a share
- * of its exponentials here). x = i + f with i the nearest integer: adding 1.5 * 2^23 pushes the
- * fraction out of the float, and the integer lands in the low mantissa bits, from where it goes
- * straight into the exponent field of 2^f. 2^f on [-1/2, 1/2] is a cubic fitted for relative
- * error (at most 7.5e-5, under fp16's rounding step of P and far under bf16's); below 2^-126 the
- * result is 0, as ex2 gives 0 for a masked -inf. Tested alone in build/hopper_units. */
-__device__ __forceinline__ float exp2_fma(float x) {
-    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-    const float shifted = __fadd_rn(x, kRound);
-    const float f = __fsub_rn(x, __fsub_rn(shifted, kRound));  // x - i, in [-1/2, 1/2]
-    const float p = fmaf(fmaf(fmaf(0.05517103523f, f, 0.24260984361f), f, 0.69326096773f), f, 0.99992817640f);
-    const unsigned i = __float_as_uint(shifted) - __float_as_uint(kRound);  // i, two's complement
-    const float r = __uint_as_float(__float_as_uint(p) + (i << 23));
-    return x < -126.0f ? 0.0f : r;
 }
 
 #endif /* FLASH_PTX_CUH */

@@ -17,7 +17,11 @@
  *            pairs replace the full barriers and the __syncthreads; the consumers' warp and row
  *            indices start after the producer's warpgroup; mask_tile takes the thread's row;
  *            TileShape gives the consumers' register count instead of blocks per SM.
- * Bottleneck: (measured on the H200: docs/11_warp_specialized.md)
+ * Bottleneck: the overlap of GEMMs and softmax, left to chance: each consumer waits for its S and
+ *            runs its softmax with only its own P V underneath, and both wait on the same "full"
+ *            barriers, so they tend to issue their S and run their exponentials at the same
+ *            moment while the tensor cores idle; the copies keep up (a deeper ring does not
+ *            help). Stage 12 makes the consumers take turns (docs/11_warp_specialized.md).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 546.2 TFLOP/s (155%
  *            of FA2), 1.08x stage 10; causal 532.5 (164% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.

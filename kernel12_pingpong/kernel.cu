@@ -14,7 +14,11 @@
  *            turn and an arrival that hands the turn over; O is rescaled before the turn; S is
  *            waited for with wgmma_wait<1> (P V may still run); the first tile is peeled off the
  *            loop; qk_tile and pv_tile leave the fence to the caller (gemm_fence, once per turn).
- * Bottleneck: (measured on the H200: docs/12_pingpong.md)
+ * Bottleneck: the ends of each query tile, which no turn covers: a block's first S has no P V
+ *            under it, its last P V and its store of O no softmax over them, and the next block
+ *            starts cold, which weighs most where a tile visits few keys; and the fixed-latency
+ *            waits, among them a warpgroup's wait for its S behind the other's P V, became the
+ *            largest stall (docs/12_pingpong.md). Stage 13 runs one tile's end under the next's.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 582.5 TFLOP/s (166%
  *            of FA2), 1.07x stage 11; causal 557.9 (172% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.

@@ -1,38 +1,32 @@
 /*
- * Stage 13 - overlap: one query tile's end under the next one's start, and S a tile ahead as a choice.
+ * Stage 13 - overlap: one query tile's end under the next one's start.
  *
- * Technique: overlap across and inside query tiles (docs/13_overlap.md), on top of stage 12's
- *            turns. Across: a persistent grid, one block per SM working through query tiles, so
- *            that the producer loads the next tile's Q_i and K/V while the consumers finish the last
- *            one, and each warpgroup issues a tile's last P V with the next tile's first S in one
- *            turn and writes O under that S; causal grids take their tiles from a counter (longest
- *            first), since their tiles are unequal.
- *            Inside (kSAhead = 1): the turn issues the S of the *next* key tile with the P V of the
- *            last one, and the softmax works on the S that came in the turn before, in one of two
- *            sets of S accumulators. Measured on the H200 it loses to the shipped tiles: at head_dim
- *            64 it is slower at equal tiles, and at head_dim 128 two sets fit only 96-key tiles,
- *            which lose to 128 keys in one set (docs/13_overlap.md). So the shipped tiles
- *            keep stage 12's order, kSAhead = 0, and make tune K=13 times both.
- * Changed:   the persistent grid: O staged in a tile of its own and two Q_i buffers guarded by
- *            full/empty pairs, the producer passing tile numbers to the consumers through a
- *            two-message ring, turns that run on from one query tile into the next, and the joint
- *            turn (a query tile's last P V and the next one's first S issued together, the
- *            epilogue running under that S); causal a template parameter, so that causal problems
- *            take tiles of their own, longest first across groups of heads, that end at the end
- *            of the sequence (the first tile, the shortest, overlaps the second);
- *            at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a ring
- *            (FA3's shape there), but two consumers for short causal sequences (kShort, chosen at
- *            launch); the mask one comparison and one select an element (mask_tile: one to two
- *            hundredths faster at head_dim 64 with a mask, docs/13). Tuning options: kSAhead, kExpSplit (a share of the exponentials computed on
- *            the FMA pipe, exp2_fma), one block per tile (+np), 160-key tiles at head_dim 128 (one
- *            set of S leaves the registers for them; they measured slower than 128).
- * Bottleneck: (measured on the H200: docs/13_overlap.md)
+ * Technique: overlap across query tiles (docs/13_overlap.md), on top of stage 12's turns:
+ *            - a persistent grid: one block per SM works through query tiles, and its producer
+ *              loads the next tile's Q_i and K/V while the consumers finish the last one;
+ *            - the joint turn: each warpgroup issues a query tile's last P V with the next tile's
+ *              first S in one turn, and writes O to memory under that S;
+ *            - causal order: causal tiles are unequal, so they come from a counter, longest
+ *              first across groups of heads, each tile ending at the end of the sequence (the
+ *              first, the shortest, overlaps the second);
+ *            - at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a
+ *              ring (FA3's shape there), but two for short causal sequences (kShort).
+ * Changed:   the kernel loops over the block's query tiles (tile_work), the producer passing
+ *            their numbers to the consumers through a two-message ring; two Q_i buffers with
+ *            full/empty pairs, and a staging tile of O's own; the turns run on from one query
+ *            tile into the next, whose first S joins the last P V; causal and kShort are template
+ *            parameters with tiles of their own; the mask is one comparison an element.
+ * Bottleneck: the fixed latencies of each warpgroup's chain from S through the softmax to P: at
+ *            the headline problem they are the largest stall, and the tensor pipe still idles for
+ *            part of the active cycles; at head_dim 64 and 1k keys or fewer no pipe is full, the
+ *            kernel is latency-bound (too few warps per scheduler, too few key tiles per query
+ *            tile, and without a mask the spare rows of 192-row tiles): docs/13_overlap.md.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 596.4 TFLOP/s (170%
  *            of FA2), 1.02x stage 12; causal 581.7 (179% of FA2).
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
- * Read:      docs/13_overlap.md; §3.2 of the FlashAttention-3 paper (intra-warpgroup overlapping
- *            of GEMMs and softmax) and its persistent kernels; the PTX ISA, "wgmma.wait_group".
+ * Read:      docs/13_overlap.md; the FlashAttention-3 paper on its persistent kernels; the PTX
+ *            ISA, "wgmma.wait_group" (the joint turn waits for its P V alone).
  */
 #include "flash_internal.h"
 #include "flash_tma.h"
@@ -53,20 +47,16 @@
 /* kBlockM query rows (64 per consumer warpgroup), kBlockN keys per tile, kNConsumers consumer
  * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
  * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
- * file among them), kExpSplit: one n8 tile of S in kExpSplit takes its exponentials from a
- * polynomial on the FMA pipe instead of the MUFU unit (0: none; see exp2_fma), kSAhead: 1 when the
- * S of a tile is computed a turn ahead of its softmax (two sets of S registers), 0 for stage 12's
- * order (one set). The macros let a build try other shapes (make tune K=13). */
-template <int M, int N, int C, int R, int S, int B, int E, int A>
+ * file among them). The macros let a build try other shapes (make tune K=13). */
+template <int M, int N, int C, int R, int S, int B>
 struct TileShape {
-    static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B,
-                         kExpSplit = E, kSAhead = A;
+    static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 0, 0
+#define FLASH_TILE_D64 192, 128, 3, 160, 2, 1
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 128, 2, 232, 2, 1, 0, 0
+#define FLASH_TILE_D128 128, 128, 2, 232, 2, 1
 #endif
 /* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
  * there), so they can take tiles of their own. */
@@ -82,7 +72,7 @@ struct TileShape {
  * consumers still measured slower than two: the spare rows are a larger share of fewer, shorter
  * tiles. From 2k on a third consumer is faster (docs/13). */
 #ifndef FLASH_TILE_D64_CAUSAL_SHORT
-#define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 0, 0
+#define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1
 #endif
 #ifndef FLASH_SHORT_CAUSAL
 #define FLASH_SHORT_CAUSAL 1024
@@ -94,28 +84,19 @@ template <> struct Tile<64, true, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
 template <> struct Tile<128, true, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
 template <> struct Tile<64, true, true> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
 
-/* Shared memory of one block with q_buffers Q_i buffers: those, O's staging tile and kStages K/V
- * slots, plus 1 KiB to align the tiles. */
+/* Two Q_i buffers, so that the next query tile's Q_i lands while the consumers still issue their
+ * S with this one, and the joint turn never waits for it. */
+constexpr int kQBuffers = 2;
+/* Shared memory of one block: the Q_i buffers, O's staging tile and kStages K/V slots, plus 1 KiB
+ * to align the tiles. */
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr int smem_bytes_with(int q_buffers) {
+__host__ __device__ constexpr int smem_bytes() {
     using Shape = Tile<kHeadDim, kCausal, kShort>;
-    return ((q_buffers + 1) * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
+    return ((kQBuffers + 1) * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 /* A block may have 227 KiB of shared memory on sm_90; the kernel's own __shared__ barriers and
  * messages take well under the 1 KiB kept back for them here. */
 constexpr int kSmemLimit = 227 * 1024, kStaticSmemBound = 1024;
-/* Two Q_i buffers where they fit, so that the next query tile's Q_i lands while the consumers
- * still issue their S with this one, and the joint turn never waits for it; one where the ring
- * leaves no room (160-key tiles at head_dim 128), and the joint turn then waits for the next Q_i,
- * whose copy starts only when every consumer has issued its last S with this one. */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr int q_buffers() {
-    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(2) + kStaticSmemBound <= kSmemLimit ? 2 : 1;
-}
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr int smem_bytes() {
-    return smem_bytes_with<T, kHeadDim, kCausal, kShort>(q_buffers<T, kHeadDim, kCausal, kShort>());
-}
 
 /* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
  * that wgmma reads (common/hopper.cuh), kHeadDim / 64 column blocks of [kRows, 64]. */
@@ -182,7 +163,7 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
  * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
  * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
  * tile (all four lanes subtract the same m), the sum need not until the end. */
-template <int kExpSplit, int kNTilesS>
+template <int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              float scale_log2) {
     /* Two partial maxima per row (even and odd key columns): chains half as long. */
@@ -206,14 +187,11 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
         m[h] = m_new;
     }
     float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
-    constexpr int kEvery = kExpSplit > 0 ? kExpSplit : 1;
 #pragma unroll
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const float x = acc_s[nt][e] * scale_log2 - m_scaled[e >> 1];
-            /* The tile of the split is known at compile time: no branch, no divergence. */
-            acc_s[nt][e] = (kExpSplit > 0 && nt % kEvery == kEvery - 1) ? exp2_fma(x) : fast_exp2(x);
+            acc_s[nt][e] = fast_exp2(acc_s[nt][e] * scale_log2 - m_scaled[e >> 1]);
             p_sum[e >> 1][e & 1] += acc_s[nt][e];
         }
 #pragma unroll
@@ -307,7 +285,7 @@ template <int kBlockM, int kBlockN, bool kCausal>
 __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int num_m) {
     TileWork tw;
     int m_rank = w % num_m, hb = w / num_m;
-    if (kCausal && kCausalHeadGroup > 1) {
+    if (kCausal) {
         const long long per_group = (long long)num_m * kCausalHeadGroup;  // tiles of a whole group
         const int group = (int)(w / per_group), first_hb = group * kCausalHeadGroup;
         const int r = (int)(w - group * per_group);
@@ -350,9 +328,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kNConsumers = Tile<kHeadDim, kCausal, kShort>::kNConsumers;  // consumer warpgroups
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
     constexpr int kStages = Tile<kHeadDim, kCausal, kShort>::kStages;  // K/V slots in the ring
-    constexpr int kExpSplit = Tile<kHeadDim, kCausal, kShort>::kExpSplit;  // one n8 tile of S in kExpSplit: exp2_fma
-    constexpr bool kSAhead = Tile<kHeadDim, kCausal, kShort>::kSAhead;      // S computed a tile ahead of its softmax
-    static_assert(kExpSplit >= 0, "kExpSplit: 0 (every exponential on MUFU) or one tile in kExpSplit on the FMA pipe");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
     static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys (a TMA box of at most 256 rows), whole k16 steps of P V");
@@ -384,9 +359,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * sizes are multiples of 8 rows x 128 bytes), because the swizzle wgmma applies is a function of
      * the address bits; the base is rounded up to one (the launch adds 1 KiB). O has a tile of its
      * own so that the next Q_i can land while O leaves. */
-    constexpr int kQBuffers = q_buffers<T, kHeadDim, kCausal, kShort>();
     static_assert(smem_bytes<T, kHeadDim, kCausal, kShort>() + kStaticSmemBound <= kSmemLimit,
-                  "Q_i, O and the K/V ring fit a block's 227 KiB of shared memory");
+                  "two Q_i buffers, O and the K/V ring fit a block's 227 KiB of shared memory");
     extern __shared__ unsigned char smem_raw[];
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
     unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
@@ -410,11 +384,11 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
     __shared__ int msg_tile[2];
 
-    /* The block's query tiles. The first is blockIdx.x. A grid of one block per tile stops there;
-     * a persistent grid (FLASH_PERSISTENT) gives each block several in turn, and its producer
-     * loads the next tile's Q and K/V while the consumers finish the last. The next tile is
-     * gridDim.x further, or, with a tile_counter (causal problems, whose tiles are not equal),
-     * the next one nobody has taken. */
+    /* The block's query tiles. The first is blockIdx.x; the persistent grid gives each block
+     * several in turn, and its producer loads the next tile's Q and K/V while the consumers finish
+     * the last. The next tile is gridDim.x further, or, with a tile_counter (causal problems,
+     * whose tiles are not equal), the next one nobody has taken. A grid of one block per tile
+     * (the launch's fallback) stops after the first. */
     const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
     const int diag = p.seqlen_k - p.seqlen_q;
     const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
@@ -488,9 +462,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 /* The tile before's last V only now, after this tile's Q_i: the consumers issue this
                  * tile's first S in the turn of that V's P V (the joint turn), so Q_i, which comes
                  * from memory no block has read yet, is needed as early as that V, and the wait for
-                 * its slot (the P V three tiles back) would hold Q_i up by a turn. With one Q_i
-                 * buffer the copy above waits for every consumer's last S with the Q_i before,
-                 * which needs no copy but those issued before it. */
+                 * its slot (the P V three tiles back) would hold Q_i up by a turn. */
                 if (w_last >= 0) {
                     const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
                     const int u = kv - 1, s = u % kStages;
@@ -678,134 +650,49 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
         /* Software pipeline: V trails K by one tile as in stage 10; the turn of tile t issues S_t
          * and the P V of tile t - 1, and the joint turn that of prev's last tile with S_0. */
-        if constexpr (kSAhead) {
-            /* Intra-warpgroup pipelining: the S of the next tile is issued in the turn before the
-             * softmax of this one, so the softmax never waits for a GEMM it has just issued. Tile t
-             * (the t-th the block visits, K_{n-1-t}) has its S in one of two accumulator sets,
-             * acc_s and s_b, in turn: S_t is being read by the softmax while S_{t+1} is being
-             * written by the tensor cores. */
-            float acc_s[kNTilesS][4], s_b[kNTilesS][4];
-
-            /* The joint turn: prev's last P V, S_0, and S_1 behind them; the epilogue of prev waits
-             * for the P V only, the first softmax for both S. A query tile with one key tile issues
-             * "S_1" as well, from K_0's slot again, and never reads it, for the reason of the P = 0.
-             * (Not from the next slot: with several query tiles per block, the producer may be
-             * filling it.) */
-            {
-                const bool has_next = !last && n_blocks > 1;
-                const int s1 = (kv + 1) % kStages;
-                if (has_next) mbarrier_wait(full_k_u32 + 8 * s1, ((kv + 1) / kStages) & 1);
-                wgmma_hold(s_b);
-                gemm_fence(acc_s, acc_o);
-                named_barrier_sync(kTurnBarrier + consumer, 256);
-                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, v_prev);
-                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, k_first);
-                qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_b, q_tile, has_next ? sK_u32 + s1 * kSlotBytes : k_first);
-                named_barrier_arrive(next_turn, 256);
-                wgmma_wait<2>();
-                wgmma_hold(acc_o);
-                finish_prev();
-                /* Both: S_1 left running into the loop, whose two copies of the step hold it in
-                 * different registers, made ptxas copy it in flight and serialise the wgmma (C7515). */
-                wgmma_wait<0>();
-                wgmma_hold(acc_s);
-                wgmma_hold(s_b);
-                if (last) break;
-                if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
-                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
-                pack_p<T>(acc_s, p_frag);
-            }
-
-            /* Tile t, 1 <= t < n: one turn issues S_{t+1} (into s_next) and the P V of tile t - 1;
-             * the softmax of tile t (s_cur, whose S came in the turn before) runs while the tensor
-             * cores work through both, and the other warpgroups' GEMMs after them. */
-            auto tile_step = [&](bool has_next, int tile /* t */, float (&s_cur)[kNTilesS][4], float (&s_next)[kNTilesS][4]) {
-                const int n_block = n_blocks - 1 - tile;  // K_j of tile t: j = n_block
-                const int u = kv + tile;  // the block's count of this K/V tile: its slot and phase
-                const int stage = u % kStages, stage_next = (u + 1) % kStages, stage_prev = (u - 1) % kStages;
-                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
-                if (has_next) mbarrier_wait(full_k_u32 + 8 * stage_next, ((u + 1) / kStages) & 1);
-                /* O *= alpha of tile t - 1 before its P V is issued below. */
-                rescale_o<kHeadDim>(acc_o, alpha);
-
-                gemm_fence(s_next, acc_o);
-                named_barrier_sync(kTurnBarrier + consumer, 256);
-                if (has_next) qk_tile<T, kHeadDim, kBlockM, kBlockN>(s_next, q_tile, sK_u32 + stage_next * kSlotBytes);
-                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-                named_barrier_arrive(next_turn, 256);
-
-                /* S_t: committed a turn ago, and complete since the last wait of the step before (or
-                 * of the joint turn); the two groups just issued may run on. Groups complete in order. */
-                if (has_next) wgmma_wait<2>(); else wgmma_wait<1>();
-                wgmma_hold(s_cur);
-                if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-                if (n_block >= n_masked) mask_tile<kCausal>(s_cur, row_g, n_block * kBlockN, p, diag);
-                softmax_tile<kExpSplit>(s_cur, m, l, alpha, scale_log2);
-                /* P V of tile t - 1 (and S_{t+1}, issued before it) complete: P's fragments are free. */
-                wgmma_wait<0>();
-                wgmma_hold(acc_o);
-                wgmma_hold(s_next);
-                if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
-                pack_p<T>(s_cur, p_frag);
-            };
-            int tile = 1;
-            for (; tile + 2 < n_blocks; tile += 2) {
-                tile_step(true, tile, s_b, acc_s);
-                tile_step(true, tile + 1, acc_s, s_b);
-            }
-            if (tile + 1 < n_blocks) {
-                tile_step(true, tile, s_b, acc_s);
-                tile_step(false, tile + 1, acc_s, s_b);
-            } else if (tile < n_blocks) {
-                tile_step(false, tile, s_b, acc_s);
-            }
-        } else {
-            /* Without S ahead (kSAhead = 0): stage 12's turn, S_t and the P V of tile t - 1, in one
-             * set of S accumulators; the softmax of tile t waits for S_t and overlaps the P V only.
-             * It leaves registers for wider tiles where two sets of S would not fit. */
-            float acc_s[kNTilesS][4];
-            /* The joint turn: prev's last P V first, since prev's epilogue waits for it, then S_0,
-             * which the first softmax waits for after that epilogue. */
-            {
-                gemm_fence(acc_s, acc_o);
-                named_barrier_sync(kTurnBarrier + consumer, 256);
-                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, v_prev);
-                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, k_first);
-                named_barrier_arrive(next_turn, 256);
-                wgmma_wait<1>();
-                wgmma_hold(acc_o);
-                finish_prev();
-                wgmma_wait<0>();
-                wgmma_hold(acc_s);
-                if (last) break;
-                if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-                if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
-                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
-                pack_p<T>(acc_s, p_frag);
-            }
-            for (int tile = 1; tile < n_blocks; ++tile) {
-                const int n_block = n_blocks - 1 - tile;
-                const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
-                mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
-                mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
-                rescale_o<kHeadDim>(acc_o, alpha);
-                gemm_fence(acc_s, acc_o);
-                named_barrier_sync(kTurnBarrier + consumer, 256);
-                qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
-                pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
-                named_barrier_arrive(next_turn, 256);
-                /* S_t first: its group was committed first; the P V may run on under the softmax. */
-                wgmma_wait<1>();
-                wgmma_hold(acc_s);
-                if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-                if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
-                softmax_tile<kExpSplit>(acc_s, m, l, alpha, scale_log2);
-                wgmma_wait<0>();
-                wgmma_hold(acc_o);
-                if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
-                pack_p<T>(acc_s, p_frag);
-            }
+        float acc_s[kNTilesS][4];
+        /* The joint turn: prev's last P V first, since prev's epilogue waits for it, then S_0,
+         * which the first softmax waits for after that epilogue. */
+        {
+            gemm_fence(acc_s, acc_o);
+            named_barrier_sync(kTurnBarrier + consumer, 256);
+            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, v_prev);
+            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, k_first);
+            named_barrier_arrive(next_turn, 256);
+            wgmma_wait<1>();
+            wgmma_hold(acc_o);
+            finish_prev();
+            wgmma_wait<0>();
+            wgmma_hold(acc_s);
+            if (last) break;
+            if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
+            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+            softmax_tile(acc_s, m, l, alpha, scale_log2);
+            pack_p<T>(acc_s, p_frag);
+        }
+        /* Stage 12's turns: S_t and the P V of tile t - 1, then the softmax of tile t while the
+         * tensor cores finish this warpgroup's P V and run the other warpgroups' GEMMs. */
+        for (int tile = 1; tile < n_blocks; ++tile) {
+            const int n_block = n_blocks - 1 - tile;
+            const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
+            mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
+            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+            rescale_o<kHeadDim>(acc_o, alpha);
+            gemm_fence(acc_s, acc_o);
+            named_barrier_sync(kTurnBarrier + consumer, 256);
+            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
+            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+            named_barrier_arrive(next_turn, 256);
+            /* S_t first: its group was committed first; the P V may run on under the softmax. */
+            wgmma_wait<1>();
+            wgmma_hold(acc_s);
+            if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
+            if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+            softmax_tile(acc_s, m, l, alpha, scale_log2);
+            wgmma_wait<0>();
+            wgmma_hold(acc_o);
+            if (releases) mbarrier_arrive(empty_v_u32 + 8 * stage_prev);
+            pack_p<T>(acc_s, p_frag);
         }
 
         /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
@@ -829,20 +716,12 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-/* The grid: one block per query tile, or (FLASH_PERSISTENT, FLASH_PERSISTENT_CAUSAL) as many blocks
- * as the GPU holds at once, each working through query tiles. Without a mask they are all equal,
- * and block b takes tiles b, b + gridDim.x, ...; causal tiles are not: with that fixed stride,
- * 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only ever get tiles of rank
- * b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work than the mean. So a
- * causal grid takes its tiles from a counter in global memory, zeroed on the stream before each
- * call, in the order the tiles are numbered (longest first). make tune K=13 times both grids
- * (candidates ending in +np launch one block per tile). */
-#ifndef FLASH_PERSISTENT
-#define FLASH_PERSISTENT 1
-#endif
-#ifndef FLASH_PERSISTENT_CAUSAL
-#define FLASH_PERSISTENT_CAUSAL 1
-#endif
+/* The grid: as many blocks as the GPU holds at once, each working through query tiles. Without a
+ * mask they are all equal, and block b takes tiles b, b + gridDim.x, ...; causal tiles are not:
+ * with that fixed stride, 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only
+ * ever get tiles of rank b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work
+ * than the mean. So a causal grid takes its tiles from a counter in global memory, zeroed on the
+ * stream before each call, in the order the tiles are numbered (longest first). */
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
  * an atomic flag per device, as in stage 08. */
@@ -928,22 +807,20 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         return flash_set_error(FLASH_E_UNSUPPORTED,
                                "kernel13_overlap: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
                                "more than 2^30 - 1", num_tiles, kBlockM);
-    int grid = (int)num_tiles;
     int *tile_counter = nullptr;
-    bool persistent = kCausal ? FLASH_PERSISTENT_CAUSAL : FLASH_PERSISTENT;
     int sms = 0, pools = 0;
-    if (persistent) {
-        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
-        if (err != cudaSuccess)
-            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: device attributes: %s", cudaGetErrorString(err));
-        /* A block counts the K/V tiles of all its query tiles (slots and phases follow the count),
-         * in an int, and with the counter one block may in principle take every tile; a problem
-         * whose K/V tiles of all query tiles would not fit, or a causal call on a device without
-         * stream-ordered allocation (for the counter), runs one block per tile. */
-        const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
-        if (num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools)) persistent = false;
-    }
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: device attributes: %s", cudaGetErrorString(err));
+    /* One block per query tile instead (one trip through the kernel's loops each) where the
+     * persistent grid would be wrong, not slow: a block counts the K/V tiles of all its query
+     * tiles in an int (slots and phases follow the count), and with the counter one block may in
+     * principle take every tile, so a problem whose K/V tiles of all query tiles could overflow
+     * that int runs this way; so does a causal call on a device without stream-ordered
+     * allocation, which the counter may need (below). */
+    const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
+    const bool persistent = !(num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools));
+    int grid = (int)num_tiles;
     TileCounter *slot = nullptr;
     unsigned long long stream_id = 0;
     std::unique_lock<std::mutex> lock(counters_mutex, std::defer_lock);

@@ -1,8 +1,7 @@
 /*
- * hopper_units.cu: every wrapper of common/hopper.cuh (and ptx.cuh's exp2_fma) alone on the GPU,
- * against a CPU result, before any attention kernel trusts it. A wrong descriptor field or
- * fragment layout shows up here by name ("MN-major descriptor: LBO and SBO swapped"), not as a
- * wrong attention output.
+ * hopper_units.cu: every wrapper of common/hopper.cuh alone on the GPU, against a CPU result,
+ * before any attention kernel trusts it. A wrong descriptor field or fragment layout shows up here
+ * by name ("MN-major descriptor: LBO and SBO swapped"), not as a wrong attention output.
  *
  *   wgmma SS  S[64, N] = Q[64, D] K[N, D]^T, both K-major in the 128-byte swizzled layout, for
  *             each D (head_dim 64, 128: one or two column blocks, k16 steps inside the atom)
@@ -13,8 +12,6 @@
  *             sequence tail (rows past seqlen zero-filled), through an mbarrier used for two
  *             phases, compared byte for byte with the swizzled layout; then a TMA store of a box
  *             at the tail, which must write the rows inside the tensor and none past it.
- *   exp2_fma  (common/ptx.cuh) against 2^x in double precision over [-130, 0] and at -inf:
- *             relative error under 1e-4 where 2^x is a normal float, exactly 0 below 2^-126.
  * bf16 and fp16 throughout. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
  * GPU other than sm_90 everything is skipped with the reason.
  */
@@ -232,45 +229,6 @@ static void test_wgmma(const char *tname) {
     free(hq), free(hk), free(hv), free(s_ref), free(o_ref), free(hs), free(ho);
 }
 
-/* ---- exp2_fma ---------------------------------------------------------------------------------- */
-
-__global__ void exp2_fma_kernel(const float *x, float *y, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = exp2_fma(x[i]);
-}
-
-static void test_exp2_fma() {
-    const int n = 1 << 20;
-    float *x = (float *)malloc(n * sizeof(float)), *y = (float *)malloc(n * sizeof(float));
-    for (int i = 0; i < n - 1; ++i) x[i] = -130.0f * (float)i / (float)(n - 2);  // 0 .. -130
-    x[n - 1] = -INFINITY;
-    float *dx, *dy;
-    CUDA_OK(cudaMalloc(&dx, n * sizeof(float)));
-    CUDA_OK(cudaMalloc(&dy, n * sizeof(float)));
-    CUDA_OK(cudaMemcpy(dx, x, n * sizeof(float), cudaMemcpyHostToDevice));
-    exp2_fma_kernel<<<n / 256, 256>>>(dx, dy, n);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpy(y, dy, n * sizeof(float), cudaMemcpyDeviceToHost));
-    double worst = 0.0;
-    int worst_at = 0, nonzero_below = 0;
-    for (int i = 0; i < n; ++i) {
-        if (x[i] < -126.0f) {
-            nonzero_below += y[i] != 0.0f;
-        } else if (x[i] >= -125.0f) {
-            const double want = exp2((double)x[i]), err = fabs(y[i] - want) / want;
-            if (err > worst) worst = err, worst_at = i;
-        }
-    }
-    const bool bad = worst > 1e-4 || nonzero_below > 0;
-    printf("%s: exp2_fma: max relative error %.2e (at x = %.4f) over [-125, 0]; %d nonzero results below -126 or at -inf%s\n",
-           bad ? "FAIL" : "PASS", worst, x[worst_at], nonzero_below, bad ? " (want < 1e-4 and 0)" : "");
-    n_pass += !bad, n_fail += bad;
-    CUDA_OK(cudaFree(dx));
-    CUDA_OK(cudaFree(dy));
-    free(x);
-    free(y);
-}
-
 /* ---- TMA + mbarrier ---------------------------------------------------------------------------- */
 
 constexpr int kBoxRows = 64;
@@ -402,7 +360,6 @@ int main(void) {
     test_wgmma<__half, 64, 160>("fp16");
     test_wgmma<__half, 128, 160>("fp16");
     test_wgmma<__half, 128, 176>("fp16");
-    test_exp2_fma();
     test_tma<__nv_bfloat16>("bf16", FLASH_BF16);
     test_tma<__half>("fp16", FLASH_FP16);
     printf("hopper_units: %d passed, %d failed\n", n_pass, n_fail);

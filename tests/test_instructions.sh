@@ -38,27 +38,6 @@ check_stage() {  # check_stage NN DIR ARCH
 }
 for_each_stage check_stage
 
-# Stage 13's tuning options that ship in no default tile (each measured slower on the H200) but
-# that make tune K=13 times: the S-ahead pipeline (kSAhead = 1) must still compile to its
-# wait_group 2, and the 160-key tile at head_dim 128 to wgmma m64n160, spill-free and without
-# serialised wgmma, at the tiles the tune tries.
-k13=$(ls -d kernel13_*/ 2>/dev/null | head -n 1)
-if [ -n "$k13" ]; then
-    hdr="$OUT/k13_tune.h"
-    printf "#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1, 0, 1\n#define FLASH_TILE_D128 128, 160, 2, 232, 2, 1, 0, 0\n" >"$hdr"
-    if "$NVCC" -std=c++17 -Icommon -arch=compute_90a -include "$hdr" -ptx "${k13}kernel.cu" -o "$OUT/k13_tune.ptx" 2>"$OUT/k13_tune.err" &&
-       "$NVCC" $NVFLAGS -gencode arch=compute_90a,code=sm_90a -Xptxas -v -include "$hdr" -c "${k13}kernel.cu" \
-           -o "$OUT/k13_tune.o" 2>"$OUT/k13_tune.ptxas.txt"; then
-        want "${k13%/} kSAhead=1" "$OUT/k13_tune.ptx" "wgmma.wait_group 2 (S of this tile done, the next S and P V running)" \
-            "wgmma\.wait_group\.sync\.aligned 2"
-        want "${k13%/} 160-key tiles" "$OUT/k13_tune.ptx" "160-key S tiles (wgmma m64n160)" "wgmma\.mma_async\.sync\.aligned\.m64n160k16"
-        stage_spill_check "${k13%/} kSAhead=1, 160 keys" "$OUT/k13_tune.ptxas.txt"
-        stage_async_check "${k13%/} kSAhead=1, 160 keys (sm_90a)" "$OUT/k13_tune.ptxas.txt"
-    else
-        bad "${k13%/} tuning options build" "$(grep -m2 error "$OUT"/k13_tune.err "$OUT"/k13_tune.ptxas.txt)"
-    fi
-fi
-
 # The wgmma ceiling of ./run --peak (harness/peak_wgmma.cu, built for sm_90a by its own Makefile
 # rule) must measure wgmma running asynchronously, back to back, or it reports a ceiling that the
 # Hopper stages could beat. ptxas says so when it serialises wgmma (warning C7510) or inserts fences
