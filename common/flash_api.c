@@ -10,6 +10,7 @@
  */
 #include "flash_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -128,6 +129,13 @@ int flash_validate(const flash_problem *p, int check_pointers) {
         return flash_set_error(FLASH_E_INVALID, "invalid causal = %d (must be 0 or 1)", p->causal);
     if (!isfinite(p->softmax_scale) || p->softmax_scale < 0.0f)
         return flash_set_error(FLASH_E_INVALID, "invalid softmax_scale = %g (must be finite and > 0, or 0 for 1/sqrt(head_dim))",
+                               (double)p->softmax_scale);
+    /* Positive but below FLT_MIN: the kernels flush subnormals to zero (e.g. ex2.approx.ftz in
+     * ptx.cuh), so a subnormal scale would silently not be the value given. */
+    if (p->softmax_scale > 0.0f && p->softmax_scale < FLT_MIN)
+        return flash_set_error(FLASH_E_INVALID,
+                               "invalid softmax_scale = %g: subnormal (below the smallest normal float, about "
+                               "1.2e-38; the kernels flush it to zero)",
                                (double)p->softmax_scale);
     /* The grid is (q tiles, heads_q, batch): gridDim.y and .z are limited to 65535. */
     if (p->heads_q > 65535)

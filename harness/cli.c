@@ -1,7 +1,7 @@
 /*
- * cli.c: argument parsing for ./run. "--key value" flags; every error names the flag at fault and
- * exits with status 2 before any CUDA call, so bad input is reported the same way with or without
- * a GPU.
+ * cli.c: argument parsing for ./run. "--key value" or "--key=value" flags; every error names the
+ * flag at fault and exits with status 2 before any CUDA call, so bad input is reported the same way
+ * with or without a GPU.
  */
 #include "cli.h"
 
@@ -18,6 +18,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./run [flags]     (flags are --key value; all optional; each at most once)\n"
+            "                         (--key=value works too: --seqlen=512, --causal=0; a flag that takes\n"
+            "                          no value takes none either way)\n"
             "\n"
             "modes (default: check and time one problem, the one the problem flags describe)\n"
             "  --sweep            the benchmark problems: seqlen 512..16384, batch*seqlen = 65536,\n"
@@ -91,7 +93,8 @@ static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) 
 }
 
 /* The softmax scale: a float, 0 meaning 1/sqrt(head_dim). The value is parsed as a double, so a
- * number outside float's range would otherwise turn silently into inf, or into 0 (the default). */
+ * number outside float's range would otherwise turn silently into inf, or into 0 (the default); and
+ * one that becomes a subnormal float would be flushed to zero by the kernels. */
 static int parse_scale(const char *val, float *out) {
     char *end = NULL;
     errno = 0;
@@ -117,6 +120,16 @@ static int parse_scale(const char *val, float *out) {
         fprintf(stderr,
                 "error: --scale %s underflows a float: it would round to 0, which means the default "
                 "1/sqrt(head-dim) (the smallest positive float is about 1.4e-45)\n",
+                val);
+        return CLI_ERROR;
+    }
+    /* A float below FLT_MIN but above 0 is subnormal: representable, but the kernels flush
+     * subnormals to zero (e.g. ex2.approx.ftz in common/ptx.cuh), so it would silently not be the
+     * scale given. flash_validate refuses it too, for callers of the API. */
+    if ((float)v < FLT_MIN && (float)v > 0.0f) {
+        fprintf(stderr,
+                "error: --scale %s is subnormal as a float: below the smallest normal float (about 1.2e-38), "
+                "and the kernels flush subnormals to zero\n",
                 val);
         return CLI_ERROR;
     }
@@ -192,18 +205,49 @@ int parse_args(int argc, char **argv, run_options *o) {
     int given[N_FLAGS] = {0}, order[N_FLAGS], n_given = 0;
 
     for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+        /* "--key=value" is "--key value": split at the first '='. `flag` is the name alone (as the
+         * user wrote it, for the messages), `eq` the value after the '=', or NULL. */
+        const char *arg = argv[i], *eq = NULL;
+        char name[32];
+        const char *flag = arg;
+        if (strncmp(arg, "--", 2) == 0 && strchr(arg, '=') != NULL) {
+            const size_t len = (size_t)(strchr(arg, '=') - arg);
+            if (len >= sizeof name) {  /* longer than any flag: unknown */
+                fprintf(stderr, "error: unknown argument '%s' (see --help)\n", arg);
+                return CLI_ERROR;
+            }
+            memcpy(name, arg, len);
+            name[len] = '\0';
+            flag = name;
+            eq = arg + len + 1;
+        }
+        const int is_help = strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0;
+        const int k = is_help ? -1 : find_flag(flag);
+        if (!is_help && k < 0) {
+            fprintf(stderr, "error: unknown argument '%s' (see --help)\n", eq ? arg : flag);
+            return CLI_ERROR;
+        }
+        /* A flag without a value: "--no-check=1", or "--no-check 1" (the next argument is not a
+         * flag; "-1" is a value, "-h" a flag), would otherwise be refused as an unknown '1' or
+         * silently drop the value. Says which flag, and what was given to it. */
+        const int no_value = is_help || flags[k].used_by == 0 /* a mode flag */ || strcmp(flag, "--no-check") == 0;
+        if (no_value) {
+            const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+            const char *got = eq ? eq
+                              : (next && strncmp(next, "--", 2) != 0 && strcmp(next, "-h") != 0) ? next
+                                                                                                   : NULL;
+            if (got) {
+                fprintf(stderr, "error: %s takes no value, got '%s'\n", flag, got);
+                return CLI_ERROR;
+            }
+        }
+        if (is_help) {
             usage(stdout);
             return CLI_HELP;
         }
-        const int k = find_flag(flag);
-        if (k < 0) {
-            fprintf(stderr, "error: unknown argument '%s' (see --help)\n", flag);
-            return CLI_ERROR;
-        }
         /* A repeat would silently override the first (--batch 8 --batch 4 runs batch 4), which
-         * hides a typo or a half-edited command line: refuse it. */
+         * hides a typo or a half-edited command line: refuse it. "--seqlen 5 --seqlen=6" is a
+         * repeat too: the flag, not its spelling, counts. */
         if (given[k]) {
             fprintf(stderr, "error: %s given twice; give each flag once (otherwise the last would silently win)\n",
                     flag);
@@ -211,6 +255,11 @@ int parse_args(int argc, char **argv, run_options *o) {
         }
         given[k] = 1;
         order[n_given++] = k;
+        if (eq && eq[0] == '\0') {
+            fprintf(stderr, "error: %s= has an empty value (write %s=VALUE or %s VALUE; see --help)\n", flag, flag,
+                    flag);
+            return CLI_ERROR;
+        }
 
         /* Flags without a value. */
         if (strcmp(flag, "--no-check") == 0) { o->check = 0; continue; }
@@ -220,23 +269,26 @@ int parse_args(int argc, char **argv, run_options *o) {
         if (strcmp(flag, "--matrix") == 0) { o->matrix = 1; continue; }
         if (strcmp(flag, "--gpu-slug") == 0) { o->gpu_slug = 1; continue; }
         if (strcmp(flag, "--causal") == 0) {
-            /* The value is optional: "--causal" alone means 1. */
+            /* The value is optional: "--causal" alone means 1; "--causal=V" always has one. */
             p->causal = 1;
-            if (i + 1 < argc && (strcmp(argv[i + 1], "0") == 0 || strcmp(argv[i + 1], "1") == 0))
-                p->causal = argv[++i][0] - '0';
-            else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
-                fprintf(stderr, "error: --causal expects 0 or 1, got '%s'\n", argv[i + 1]);
+            const char *cv = eq ? eq
+                             : (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) ? argv[++i]
+                                                                                     : NULL;
+            if (cv && (strcmp(cv, "0") == 0 || strcmp(cv, "1") == 0))
+                p->causal = cv[0] - '0';
+            else if (cv) {
+                fprintf(stderr, "error: --causal expects 0 or 1, got '%s'\n", cv);
                 return CLI_ERROR;
             }
             continue;
         }
 
-        /* Everything else takes a value. */
-        if (i + 1 >= argc) {
+        /* Everything else takes a value: after the '=', or the next argument. */
+        if (!eq && i + 1 >= argc) {
             fprintf(stderr, "error: %s needs a value (see --help)\n", flag);
             return CLI_ERROR;
         }
-        const char *val = argv[++i];
+        const char *val = eq ? eq : argv[++i];
         int rc = CLI_OK;
 
         if (strcmp(flag, "--batch") == 0) rc = parse_int(flag, val, 1, 65535, &p->batch);

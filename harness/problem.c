@@ -4,12 +4,15 @@
  * Host C against the CUDA runtime API (no kernels here: those are in reference.cu, peak.cu and the
  * stages). Every CUDA call goes through CUDA_CHECK, which exits with status 3 naming the call.
  */
+#define _POSIX_C_SOURCE 200809L  /* clock_gettime, nanosleep: -std=c11 hides POSIX otherwise */
 #include "problem.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "cpu_ref.h"
@@ -19,6 +22,8 @@
 
 #define TIME_BUDGET_MS 2000.0f  /* a slow stage may stop timing after this much timed work ... */
 #define TIME_MIN_ITERS 5        /* ... but never with fewer launches than this */
+#define HOLD_MIN_MS 1.0         /* the stream is held at least this long before the timed launches ... */
+#define HOLD_MAX_MS 200.0       /* ... and at most this long (see problem_time) */
 
 int gpu_open(gpu_ctx *g) {
     memset(g, 0, sizeof *g);
@@ -255,28 +260,126 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Milliseconds on the host's monotonic clock. */
+static double host_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* A host function for the stream (cudaLaunchHostFunc): sleeps *(double *)arg milliseconds. The
+ * stream runs nothing queued after it until it returns. It makes no CUDA call, as the runtime
+ * requires of host functions. */
+static void CUDART_CB hold_stream(void *arg) {
+    const double ms = *(const double *)arg;
+    struct timespec left = {(time_t)(ms / 1e3), (long)(fmod(ms, 1e3) * 1e6)};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+    }
+}
+
+/* One timed launch, enqueued and not waited for: the L2 flush before the start event (not timed),
+ * then start, the stage, stop. `k` varies the flush's byte. */
+static void enqueue_timed(problem_state *ps, int stage, gpu_ctx *g, cudaEvent_t start, cudaEvent_t stop, int k) {
+    /* Evict q, k, v, o from the L2 so every launch starts cold, as in a real model where the
+     * previous layer's work has long replaced them. Queued before the start event: not timed. */
+    CUDA_CHECK(cudaMemsetAsync(g->flush, k & 0xff, g->flush_bytes, g->stream));
+    CUDA_CHECK(cudaEventRecord(start, g->stream));
+    launch_or_exit(stage, &ps->p, g->stream);
+    CUDA_CHECK(cudaEventRecord(stop, g->stream));
+    CUDA_CHECK_LAUNCH();
+}
+
+/* Creates events ev[*created .. want-1] (timing enabled), so that ev[0 .. want-1] exist. */
+static void create_events(cudaEvent_t *ev, int *created, int want) {
+    for (; *created < want; (*created)++) CUDA_CHECK(cudaEventCreate(&ev[*created]));
+}
+
+/* How a stage is timed:
+ *
+ *   1. Warm-up: max(warmup, 1) launches (with warmup 0, one launch all the same: the estimate
+ *      below needs one). The last min(that, iters) of them are enqueued exactly as the timed ones
+ *      are (flush, start, launch, stop); one stream synchronisation after them. The shortest of
+ *      their GPU times is the estimate of one launch, the shortest host time to enqueue one of
+ *      them the estimate of the host's cost per launch. (The shortest: the first launch of a
+ *      stage can carry one-time costs, a module load or a first allocation.)
+ *   2. The number of timed launches, fixed before any is made: n = ceil(TIME_BUDGET_MS / estimate)
+ *      clamped to [TIME_MIN_ITERS, iters], and n = iters when iters < TIME_MIN_ITERS. That is the
+ *      stop rule of the usage text: a slow stage stops after about 2 s of timed work, never under
+ *      5 launches; the CSV's iters column says how many ran.
+ *   3. A hold on the stream: a host function that sleeps 1 ms + 2 x n x the host's cost per
+ *      launch (at most HOLD_MAX_MS), enqueued before the timed launches.
+ *   4. The timed launches, all enqueued with no synchronisation in between, each between its own
+ *      pair of events; one stream synchronisation after the loop; then the n elapsed times.
+ *
+ * Why no synchronisation in the loop: the host work of a launch happens after its start event is
+ * enqueued (flash_forward validates the problem, the TMA stages encode their tensor maps, some
+ * memset a tile counter). When the GPU has drained the queue, as it has after every
+ * synchronisation, the start event fires as soon as it is enqueued, and that host work lands
+ * inside the timed window. With the GPU behind the host, the start event and the kernel are both
+ * queued before the GPU reaches either, and the window holds the GPU's work alone.
+ *
+ * Why the hold: even without a synchronisation, the GPU would start on the first timed launch at
+ * once and could catch up with the host whenever a launch is shorter than its enqueueing. Held
+ * back for about twice the time the host needs to enqueue all n launches, it finds them all
+ * queued. A stage longer than its enqueueing keeps the host ahead by itself after the first
+ * launch (1 ms covers that one); the cap bounds the wall time lost when n is large, where the
+ * launch queue's finite depth would block the host before it enqueued all n anyway. The hold is
+ * before the first start event, so it is never timed. It is a host function rather than a spin
+ * kernel because this C file has no device code of its own (a kernel would need a new entry point
+ * in harness/gpu.h); the price is that the GPU idles during the hold, typically a few ms, as it
+ * idled after every synchronised launch before. */
 timing_result problem_time(problem_state *ps, int stage, gpu_ctx *g, int warmup, int iters) {
-    for (int w = 0; w < warmup; w++) launch_or_exit(stage, &ps->p, g->stream);
+    /* ev[2j], ev[2j + 1]: the start and stop of timed launch j, and first of timed warm-up launch j. */
+    cudaEvent_t *ev = host_alloc((size_t)2 * (size_t)iters * sizeof *ev, "timing events");  /* [2 * iters] */
+    int created = 0;
+
+    /* 1. Warm-up, the last `timed_w` of it timed for the estimates. */
+    const int launches = warmup > 0 ? warmup : 1;
+    const int timed_w = launches < iters ? launches : iters;
+    create_events(ev, &created, 2 * timed_w);
+    double host_ms = INFINITY;  /* the shortest time to enqueue one timed warm-up launch */
+    for (int w = 0; w < launches; w++) {
+        const int j = w - (launches - timed_w);
+        if (j < 0) {
+            launch_or_exit(stage, &ps->p, g->stream);
+            continue;
+        }
+        const double t0 = host_now_ms();
+        enqueue_timed(ps, stage, g, ev[2 * j], ev[2 * j + 1], j);
+        const double dt = host_now_ms() - t0;
+        if (dt < host_ms) host_ms = dt;
+    }
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(g->stream));
-
-    float *ms = host_alloc((size_t)iters * sizeof(float), "timings");  /* [iters] */
-    float total = 0.0f;
-    int n = 0;
-    while (n < iters) {
-        /* Evict q, k, v, o from the L2 so every launch starts cold, as in a real model where the
-         * previous layer's work has long replaced them. Queued before the start event: not timed. */
-        CUDA_CHECK(cudaMemsetAsync(g->flush, n & 0xff, g->flush_bytes, g->stream));
-        CUDA_CHECK(cudaEventRecord(g->start, g->stream));
-        launch_or_exit(stage, &ps->p, g->stream);
-        CUDA_CHECK(cudaEventRecord(g->stop, g->stream));
-        CUDA_CHECK(cudaEventSynchronize(g->stop));
-        CUDA_CHECK_LAUNCH();
-        CUDA_CHECK(cudaEventElapsedTime(&ms[n], g->start, g->stop));
-        total += ms[n];
-        n++;
-        if (n >= TIME_MIN_ITERS && total >= TIME_BUDGET_MS) break;
+    float est_ms = INFINITY;  /* the shortest GPU time of one timed warm-up launch */
+    for (int j = 0; j < timed_w; j++) {
+        float t;
+        CUDA_CHECK(cudaEventElapsedTime(&t, ev[2 * j], ev[2 * j + 1]));
+        if (t < est_ms) est_ms = t;
     }
+
+    /* 2. How many timed launches: the stop rule, decided up front. */
+    double want = est_ms > 0.0f ? ceil((double)TIME_BUDGET_MS / (double)est_ms) : (double)iters;
+    if (want < TIME_MIN_ITERS) want = TIME_MIN_ITERS;
+    const int n = want < (double)iters ? (int)want : iters;
+    create_events(ev, &created, 2 * n);
+
+    /* 3. Hold the stream while the host enqueues (hold_ms lives until the synchronisation below,
+     * after the host function has run). */
+    double hold_ms = HOLD_MIN_MS + 2.0 * n * host_ms;
+    if (!(hold_ms <= HOLD_MAX_MS)) hold_ms = HOLD_MAX_MS;
+    CUDA_CHECK(cudaLaunchHostFunc(g->stream, hold_stream, &hold_ms));
+
+    /* 4. The timed launches: no synchronisation until all are enqueued. */
+    for (int j = 0; j < n; j++) enqueue_timed(ps, stage, g, ev[2 * j], ev[2 * j + 1], j);
+    CUDA_CHECK(cudaStreamSynchronize(g->stream));  /* a fault inside the stage surfaces here: exit 3 */
+    CUDA_CHECK_LAUNCH();
+
+    float *ms = host_alloc((size_t)n * sizeof(float), "timings");  /* [n] */
+    for (int j = 0; j < n; j++) CUDA_CHECK(cudaEventElapsedTime(&ms[j], ev[2 * j], ev[2 * j + 1]));
+    for (int j = 0; j < created; j++) CUDA_CHECK(cudaEventDestroy(ev[j]));
+    free(ev);
+
     qsort(ms, (size_t)n, sizeof ms[0], cmp_float);
     timing_result t;
     t.iters = n;

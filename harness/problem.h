@@ -68,9 +68,11 @@ typedef struct {
     double tflops;         /* at the median */
 } timing_result;
 
-/* `warmup` untimed launches, then timed ones (L2 flushed before each, outside the events): at
- * least `iters`, except that a slow stage stops once ~2 s of timed work has accumulated, never
- * under 5 launches. A non-zero flash_forward exits (2 for invalid/unsupported, 3 for CUDA). */
+/* `warmup` untimed launches (at least one: the last ones estimate a launch's time), then timed
+ * ones (L2 flushed before each, outside the events), all enqueued behind a short hold of the
+ * stream with one synchronisation after them: `iters` of them, except that a slow stage is given
+ * only as many as make ~2 s of timed work by the estimate, never under 5 (problem.c says why and
+ * how). A non-zero flash_forward exits (2 for invalid/unsupported, 3 for CUDA). */
 timing_result problem_time(problem_state *ps, int stage, gpu_ctx *g, int warmup, int iters);
 
 /* 4 * B * Hq * Sq * Sk * D, halved for causal (FlashAttention-2's convention). */

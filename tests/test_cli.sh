@@ -112,6 +112,51 @@ expect_refused "--scale 1e400 overflows a float"  "--scale" "overflows a float" 
 expect_refused "--scale 1e-50 underflows a float" "--scale" "underflows a float" --scale 1e-50
 expect_refused "--scale 1e-400 underflows a float" "--scale" "underflows a float" --scale 1e-400
 expect_refused "--scale 1e40 says float's largest" "--scale" "3.4e38" --scale 1e40
+# A subnormal float (positive, below FLT_MIN ~ 1.18e-38) is representable, but the kernels flush it
+# to zero: refused, saying why. Below the smallest subnormal it still underflows, with that message.
+expect_refused "--scale 1e-40 is subnormal"       "--scale 1e-40"   "subnormal" --scale 1e-40
+expect_refused "--scale 1.1e-38 is subnormal"     "--scale 1.1e-38" "smallest normal float" --scale 1.1e-38
+expect_refused "--scale 1.4e-45 is subnormal"     "--scale 1.4e-45" "flush" --scale 1.4e-45
+expect_refused "--scale=1e-40 is subnormal"       "--scale 1e-40"   "subnormal" --scale=1e-40
+expect_refused "--scale 1e-46 underflows a float" "--scale 1e-46"   "underflows a float" --scale 1e-46
+if grep -qi "subnormal" "$TMP/err"; then
+    bad "--scale 1e-46 has its own message" "it says subnormal: $(head -c 300 "$TMP/err")"
+else
+    ok "--scale 1e-46 has its own message"
+fi
+
+# --- a flag that takes no value, given one: say so (not "unknown argument '1'") ------------------
+# Whatever follows that is not a flag is a value, negative-looking ones too.
+expect_refused "no value: --no-check 1"      "--no-check takes no value, got '1'"  "" --no-check 1
+expect_refused "no value: --no-check -1"     "--no-check takes no value, got '-1'" "" --no-check -1
+expect_refused "no value: --sweep x"         "--sweep takes no value, got 'x'"     "" --sweep x
+expect_refused "no value: --bench 0"         "--bench takes no value, got '0'"     "" --bench 0
+expect_refused "no value: --matrix 1"        "--matrix takes no value, got '1'"    "" --matrix 1
+expect_refused "no value: --peak -2"         "--peak takes no value, got '-2'"     "" --peak -2
+expect_refused "no value: --gpu-slug 1"      "--gpu-slug takes no value, got '1'"  "" --gpu-slug 1
+expect_refused "no value: --help 1"          "--help takes no value, got '1'"      "" --help 1
+expect_refused "no value: --no-check=1"      "--no-check takes no value, got '1'"  "" --no-check=1
+expect_refused "no value: --peak=0"          "--peak takes no value, got '0'"      "" --peak=0
+expect_refused "no value: --iters 3 --sweep 1" "--sweep takes no value, got '1'"   "" --iters 3 --sweep 1
+
+# --- --key=value: the same flags, the same checks, split at the first '=' ------------------------
+expect_usage_error "--seqlen"      --seqlen=0
+expect_usage_error "--seqlen"      --seqlen=abc
+expect_usage_error "--batch"       --batch=-3
+expect_usage_error "--head-dim"    --head-dim=96
+expect_usage_error "--dtype"       --dtype=fp8
+expect_usage_error "--stage"       --stage=99
+expect_usage_error "--scale"       --scale=-1
+expect_usage_error "--frob=3"      --frob=3                     # unknown, named as written
+expect_refused "--seqlen= is an empty value"  "--seqlen"  "empty value"  --seqlen=
+expect_refused "--csv= is an empty value"     "--csv"     "empty value"  --csv=
+expect_refused "--causal= is an empty value"  "--causal"  "empty value"  --causal=
+expect_refused "--causal=2 refused"           "--causal"  "expects 0 or 1, got '2'" --causal=2
+expect_refused "--causal 2 refused"           "--causal"  "expects 0 or 1, got '2'" --causal 2
+expect_refused "repeated: --seqlen 5 --seqlen=6" "--seqlen" "twice" --seqlen 5 --seqlen=6
+expect_refused "repeated: --seqlen=5 --seqlen 6" "--seqlen" "twice" --seqlen=5 --seqlen 6
+expect_refused "repeated: --causal=1 --causal"   "--causal" "twice" --causal=1 --causal
+expect_ignored_refused "--seqlen"   "--sweep"  --sweep --seqlen=512
 
 # --- a flag given twice: the last would silently win ------------------------------------------
 expect_refused "repeated: --batch 8 --batch 4"    "--batch"    "twice" --batch 8 --batch 4
@@ -213,6 +258,9 @@ if [ "$rc" -eq 0 ] && grep -q -- "--head-dim" "$TMP/out" && grep -q "default" "$
 else
     bad "--help" "exit $rc; stdout: $(head -c 200 "$TMP/out")"
 fi
+if grep -q -- "--key=value" "$TMP/out"; then ok "--help says --key=value works"; else bad "--help says --key=value works" "no '--key=value' in the usage"; fi
+run --no-check --help
+if [ "$rc" -eq 0 ] && grep -q -- "--head-dim" "$TMP/out"; then ok "--no-check --help: a flag after --no-check is no value"; else bad "--no-check --help" "exit $rc: $(head -c 200 "$TMP/err")"; fi
 
 # --- a valid command ----------------------------------------------------------------------------
 SMALL=(--batch 1 --seqlen 128 --heads 2 --head-dim 64 --warmup 1 --iters 3)
@@ -265,6 +313,11 @@ if [ "$rc" -eq 3 ]; then
     expect_accepted --seqlen 128 --seqlen-q 64 --causal 0
     expect_accepted --scale 0
     expect_accepted --scale 3e38
+    expect_accepted --scale 1.2e-38                   # just above FLT_MIN: a normal float
+    expect_accepted --seqlen=128 --causal=1 --scale=0.1 --stage=1 --seed=2 --warmup=0 --iters=3
+    expect_accepted --causal=0 --dtype=fp16 --head-dim=64 --no-check --csv="$TMP/accepted.csv"
+    expect_accepted --causal --no-check              # --causal's optional value is not a no-value flag's
+    expect_accepted --sweep --iters=3 --stage=all
     expect_accepted --csv "$TMP/empty.csv" --seed 1 --stage 1 --no-check
     if [ ! -e "$TMP/accepted.csv" ]; then ok "--csv check creates no file"; else bad "--csv check creates no file" "$TMP/accepted.csv exists"; fi
     if [ ! -s "$TMP/empty.csv" ] && [ "$(date -r "$TMP/empty.csv" +%Y)" = 2001 ]; then
