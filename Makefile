@@ -67,7 +67,7 @@ HARNESS_OBJ    := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(wildcard harness
 API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
-.PHONY: help all lib test bench reference plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
+.PHONY: help all lib test bench reference rounds plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
 
 help:
 	@echo "Flash attention from scratch: targets"
@@ -76,7 +76,8 @@ help:
 	@echo "  make lib            build/libflash.so with every stage (the C API of common/flash.h)"
 	@echo "  make test           CPU tests, instruction checks, and with a GPU the correctness matrix and sanitizer"
 	@echo "  make bench          every stage on the headline problem and the sweep -> plots/<gpu>.csv"
-	@echo "  make reference      time FA2 and cuDNN through PyTorch (optional) -> plots/<gpu>.csv"
+	@echo "  make reference      time FA2, cuDNN and FA3 through PyTorch (optional) -> plots/<gpu>.csv"
+	@echo "  make rounds         stages and references timed in alternating rounds (PyTorch) -> plots/rounds/"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
 	@echo "  make tune [K=10]    time candidate tile shapes of stage 08 (or K) on this GPU"
 	@echo "  make ab K=13 AB='name=MACRO=VALUE;...'  builds of stage K timed against it in turn -> plots/ab/"
@@ -188,7 +189,16 @@ bench: $(BUILD)/allstages
 	$(BUILD)/allstages --stage all --bench --csv plots/$(GPU_SLUG).csv
 
 reference: $(BUILD)/allstages
-	$(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
+	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
+
+# The rows every ratio of README and docs comes from (harness/rounds.py). ROUNDS_TAG=_again writes a
+# second measurement of the same commit beside the first (the reproducibility table of
+# docs/measuring.md).
+ROUNDS ?= 3
+rounds: $(BUILD)/libflash.so $(BUILD)/allstages
+	@mkdir -p plots/rounds
+	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) \
+	    --csv plots/rounds/$(GPU_SLUG)_$(COMMIT)$(ROUNDS_TAG).csv
 
 plot:
 	$(PYTHON) plots/plot.py plots/*.csv

@@ -13,12 +13,18 @@ CSV_COLUMNS = [
 ]
 
 # The kernel column of the rows that are not stages (stages are "kernelNN"): the references that
-# harness/reference.py times, and the two ceilings of ./run --peak, mma.sync (the limit of stages
+# harness/reference.py times (FlashAttention-2 and cuDNN through PyTorch, FlashAttention-3 where its
+# own Python interface imports), and the two ceilings of ./run --peak, mma.sync (the limit of stages
 # 01-08) and wgmma (Hopper only: the limit of the stages built for sm_90a). harness/csv.h names the
 # ceilings for the C side that writes them.
 MMA_PEAK = "mma_peak"
 WGMMA_PEAK = "wgmma_peak"
-REFERENCE_KERNELS = ("fa2", "cudnn", MMA_PEAK, WGMMA_PEAK)
+TIMED_REFERENCES = ("fa2", "cudnn", "fa3")
+REFERENCE_KERNELS = TIMED_REFERENCES + (MMA_PEAK, WGMMA_PEAK)
+
+# The dtype column of fp8 rows: q, k and v in e4m3 (FlashAttention-3's fp8 forward, timed by
+# harness/reference.py), O in bf16.
+FP8_DTYPE = "e4m3"
 
 # A problem is the tuple of its CSV columns, in this order.
 PROBLEM_FIELDS = ("dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal")

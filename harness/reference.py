@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
-"""Reference timings: the official FlashAttention-2 and cuDNN's fused attention, through PyTorch.
+"""Reference timings: FlashAttention-2, cuDNN's fused attention and FlashAttention-3, through PyTorch.
 
-The stages are measured against two production kernels that PyTorch ships behind
+The stages are measured against production kernels. PyTorch ships two behind
 scaled_dot_product_attention (SDPA): its FLASH_ATTENTION backend (FlashAttention-2) and its
-CUDNN_ATTENTION backend (cuDNN fused attention). This script times both by the same method as the
-C harness (./run), so the rows it appends to the CSV sit on the same plot as the stages:
+CUDNN_ATTENTION backend (cuDNN fused attention). FlashAttention-3, the Hopper kernels of the
+FlashAttention paper, comes as a Python package of its own: `flash_attn_interface` when built from
+its repository (hopper/), or `fa3_fwd_interface` from the `fa3-fwd` wheel on PyPI (FA3's forward
+kernels alone, bf16 and e4m3). The project never needs it; where it imports, its rows join the
+others, in bf16 and, since FA3 has an fp8 forward, in e4m3 too (dtype column "e4m3").
 
-  * q, k, v: random normal bf16, allocated as [batch, seqlen, heads, head_dim] (the layout of
-    common/flash.h) and handed to SDPA as .transpose(1, 2) views, which is how FlashAttention-2
-    reads them natively, so no copy happens inside the timed call;
-  * warm-up calls first, then --iters timed calls, each bracketed by CUDA events;
+Every kernel is timed by time_calls() below, which harness/rounds.py uses as well:
+
+  * q, k, v: random normal, allocated as [batch, seqlen, heads, head_dim] (the layout of
+    common/flash.h and of FlashAttention-3) and handed to SDPA as .transpose(1, 2) views, which is
+    how FlashAttention-2 reads them natively, so no copy happens inside the timed call;
+  * warm-up calls first, then timed calls, each bracketed by CUDA events;
   * the L2 cache is flushed before every timed call, outside the timed region, so that no call
     finds its inputs still cached from the previous one;
+  * no synchronisation inside the timed loop: a Python wrapper spends tens to hundreds of
+    microseconds of host time per call (FA3's about 90-185), and with a sync per call that host time
+    would land between the start event and the kernel. Instead the GPU is held back by a short
+    spin kernel while the host queues every timed call, so the events time the kernels alone;
   * median and min over the timed calls; TFLOP/s = 4*B*H*Sq*Sk*D / t_median, halved for causal.
 
 PyTorch is optional for the project: without it (or without a GPU) the script says so and exits 0.
@@ -22,6 +31,7 @@ Usage:
 """
 
 import argparse
+import copy
 import csv
 import datetime
 import math
@@ -31,21 +41,33 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from contract import CSV_COLUMNS, HEADLINE, sweep_problems  # noqa: E402
+from contract import CSV_COLUMNS, FP8_DTYPE, HEADLINE, sweep_problems  # noqa: E402
 
 
 # (kernel column, name column, SDPBackend member name)
-BACKENDS = [
+SDPA_BACKENDS = [
     ("fa2", "FlashAttention-2 (torch sdpa flash)", "FLASH_ATTENTION"),
     ("cudnn", "cuDNN fused attention (torch sdpa cudnn)", "CUDNN_ATTENTION"),
 ]
+# FlashAttention-3's Python modules, in the order they are tried: its own build, then the wheel.
+FA3_MODULES = ("flash_attn_interface", "fa3_fwd_interface")
 
-# fa2 and cudnn both round to bf16 but accumulate in different orders; outputs of softmax-weighted
-# averages of N(0,1) values differ by a few bf16 ulps at most. Anything beyond this is a real bug.
+# Two bf16 attentions that accumulate in different orders differ by a few bf16 ulps at most on
+# softmax-weighted averages of N(0,1) values. Anything beyond this is a real bug.
 AGREEMENT_TOL = 0.05
+# e4m3 keeps 3 mantissa bits: FA3's fp8 output against FA2 on the same (quantized) inputs differs by
+# P's rounding to e4m3, about a tenth of |O| at worst on these inputs.
+AGREEMENT_TOL_FP8 = 0.25
 
 # Used when this PyTorch does not report the L2 size; larger than the L2 of any current GPU.
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
+
+# Timed calls stop after about this much timed work (but never under MIN_ITERS), as ./run does.
+TIME_BUDGET_MS = 2000.0
+MIN_ITERS = 5
+# The GPU waits this long per timed call before the first one, while the host queues them all:
+# more than any wrapper's host time per call.
+HOST_AHEAD_MS_PER_CALL = 0.5
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,7 +81,7 @@ def as_reference_problem(problem):
 
 
 def select_problems(which):
-    headline = [as_reference_problem(HEADLINE)]
+    headline = [as_reference_problem(HEADLINE), as_reference_problem(HEADLINE[:-1] + (1,))]
     sweep = [as_reference_problem(p) for p in sweep_problems()]
     if which == "headline":
         return headline
@@ -130,31 +152,6 @@ def tflops(batch, heads, seqlen_q, seqlen_k, head_dim, causal, ms):
     return flops / (ms * 1e-3) / 1e12
 
 
-def time_backend(torch, sdpa, q, k, v, causal, backend, flush, warmup, iters):
-    """Returns (output of one call, list of per-call milliseconds) for one SDPA backend.
-    Raises RuntimeError when the backend cannot run this problem."""
-    from torch.nn.attention import sdpa_kernel
-
-    # Only this backend may run: SDPA would otherwise fall back silently to another one.
-    with sdpa_kernel(backend):
-        out = sdpa(q, k, v, is_causal=bool(causal))
-        for _ in range(warmup):
-            sdpa(q, k, v, is_causal=bool(causal))
-        events = []
-        for _ in range(iters):
-            flush.zero_()  # evicts q, k, v from L2; outside the timed region
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            sdpa(q, k, v, is_causal=bool(causal))
-            end.record()
-            events.append((start, end))
-        # One synchronisation at the end: a sync inside the loop would add host latency between
-        # calls but not to the timed region, so it is simply unnecessary.
-        torch.cuda.synchronize()
-    return out, [s.elapsed_time(e) for s, e in events]
-
-
 def make_flush_buffer(torch):
     props = torch.cuda.get_device_properties(0)
     l2_bytes = getattr(props, "L2_cache_size", 0) or 0
@@ -162,37 +159,181 @@ def make_flush_buffer(torch):
     return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
 
 
-def print_table(results):
-    header = f"{'kernel':<7} {'B':>3} {'H':>3} {'S':>6} {'D':>4} {'causal':>6} " \
-             f"{'ms median':>10} {'ms min':>9} {'TFLOP/s':>8}  fa2 vs cudnn"
+def spin_cycles(torch, ms):
+    """Clock cycles of the GPU's SM clock in `ms` milliseconds (for torch.cuda._sleep)."""
+    rate_khz = getattr(torch.cuda.get_device_properties(0), "clock_rate", 0) or 2_000_000
+    return int(ms * rate_khz)
+
+
+def time_calls(torch, call, flush, warmup, iters):
+    """Times call() (which launches one kernel's work on the current stream) as every reference and
+    harness/rounds.py time it. Returns the list of per-call milliseconds."""
+    for _ in range(max(warmup, 1)):
+        call()
+    # One more call, timed alone, sizes the timed loop: about TIME_BUDGET_MS of work, at least
+    # MIN_ITERS calls, at most `iters`.
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end), 1e-3)
+    n = max(MIN_ITERS, min(iters, int(TIME_BUDGET_MS / estimate)))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    # The GPU spins while the host queues all n calls behind it, so that no start event fires
+    # before its call has been queued; torch.cuda._sleep is that spin (a private helper of
+    # PyTorch's own tests; without it, the first calls may include some host time).
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(spin_cycles(torch, HOST_AHEAD_MS_PER_CALL * n))
+    for start, end in events:
+        flush.zero_()  # evicts q, k, v from L2; outside the timed region
+        start.record()
+        call()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in events]
+
+
+def import_fa3():
+    """FlashAttention-3's flash_attn_func, and the module's name; (None, why) if none imports."""
+    import importlib
+    reasons = []
+    for name in FA3_MODULES:
+        try:
+            module = importlib.import_module(name)
+            return module.flash_attn_func, name
+        except Exception as e:  # a missing module, or one built for another PyTorch or CUDA
+            reasons.append(f"{name}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+    return None, "; ".join(reasons)
+
+
+class Kernels:
+    """The reference kernels this machine has, each as kernel -> (name column, make_call), where
+    make_call(inputs) returns a function that runs it once and returns its output as
+    [batch, seqlen, heads, head_dim]."""
+
+    def __init__(self, torch):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        self.torch = torch
+        self.available = {}
+        for kernel, name, backend in SDPA_BACKENDS:
+            self.available[kernel] = (name, self._sdpa(F.scaled_dot_product_attention, sdpa_kernel,
+                                                       getattr(SDPBackend, backend)))
+        fa3, self.fa3_module = import_fa3()
+        self.fa3_missing = None
+        if fa3 is None:
+            self.fa3_missing, self.fa3_module = self.fa3_module, None
+        else:
+            self.available["fa3"] = (f"FlashAttention-3 ({self.fa3_module}.flash_attn_func)", self._fa3(fa3))
+
+    def _sdpa(self, sdpa, sdpa_kernel, backend):
+        def make_call(x):
+            # SDPA's is_causal is top-left aligned, the project's mask bottom-right aligned; they are
+            # the same mask here because every problem has seqlen_q == seqlen_k.
+            q, k, v = (t.transpose(1, 2) for t in (x.q, x.k, x.v))
+
+            def call():
+                # Only this backend may run: SDPA would otherwise fall back silently to another one.
+                with sdpa_kernel(backend):
+                    return sdpa(q, k, v, is_causal=bool(x.causal)).transpose(1, 2)
+            return call
+        return make_call
+
+    def _fa3(self, flash_attn_func):
+        torch = self.torch
+
+        def make_call(x):
+            extra = {}
+            if x.dtype == FP8_DTYPE:
+                # Per (batch, kv-head) descale factors, as FA3 takes them: 1, the inputs being
+                # e4m3 values as they are.
+                ones = torch.ones((x.batch, x.heads), dtype=torch.float32, device="cuda")
+                extra = dict(q_descale=ones, k_descale=ones, v_descale=ones)
+
+            def call():
+                with torch.inference_mode():
+                    out = flash_attn_func(x.q, x.k, x.v, causal=bool(x.causal), **extra)
+                return out[0] if isinstance(out, tuple) else out
+            return call
+        return make_call
+
+
+class Inputs:
+    """Seeded N(0, 1) inputs of one problem, [batch, seqlen, heads, head_dim], in bf16 or
+    (dtype "e4m3") rounded to e4m3."""
+
+    def __init__(self, torch, batch, heads, seqlen, head_dim, causal, dtype="bf16", seed=0):
+        self.torch = torch
+        self.batch, self.heads, self.seqlen, self.head_dim, self.causal, self.dtype = \
+            batch, heads, seqlen, head_dim, causal, dtype
+        generator = torch.Generator(device="cuda")
+        generator.manual_seed(seed)
+        shape = (batch, seqlen, heads, head_dim)
+        q, k, v = (torch.randn(shape, dtype=torch.bfloat16, device="cuda", generator=generator) for _ in range(3))
+        if dtype == FP8_DTYPE:
+            q, k, v = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
+        self.q, self.k, self.v = q, k, v
+
+    def label(self):
+        return (f"{self.dtype} B={self.batch} H={self.heads} S={self.seqlen} D={self.head_dim} "
+                f"causal={self.causal}")
+
+    def as_bf16(self):
+        """The same values in bf16 (every e4m3 value is exact in bf16): what FA2 is compared on."""
+        widened = copy.copy(self)
+        widened.dtype = "bf16"
+        widened.q, widened.k, widened.v = (t.to(self.torch.bfloat16) for t in (self.q, self.k, self.v))
+        return widened
+
+
+def result_row(gpu, kernel, name, x, times, commit):
+    ms_median, ms_min = statistics.median(times), min(times)
+    tf = tflops(x.batch, x.heads, x.seqlen, x.seqlen, x.head_dim, x.causal, ms_median)
+    return {
+        "gpu": gpu, "kernel": kernel, "name": name, "dtype": x.dtype, "batch": x.batch,
+        "heads_q": x.heads, "heads_kv": x.heads, "seqlen_q": x.seqlen, "seqlen_k": x.seqlen,
+        "head_dim": x.head_dim, "causal": x.causal, "iters": len(times),
+        "ms_median": f"{ms_median:.4f}", "ms_min": f"{ms_min:.4f}", "tflops": f"{tf:.2f}",
+        # No fp32 reference is computed here, so there is no error to report.
+        "max_abs_err": "", "rel_l2_err": "", "check": "skipped",
+        "commit": commit, "date": utc_now(),
+    }
+
+
+def max_diff(a, b):
+    return (a.float() - b.float()).abs().max().item()
+
+
+def print_table(rows):
+    header = f"{'kernel':<8} {'dtype':<5} {'B':>3} {'H':>3} {'S':>6} {'D':>4} {'causal':>6} " \
+             f"{'ms median':>10} {'ms min':>9} {'TFLOP/s':>8}"
     print()
     print(header)
     print("-" * len(header))
-    for r in results:
-        print(f"{r['kernel']:<7} {r['batch']:>3} {r['heads']:>3} {r['seqlen']:>6} "
-              f"{r['head_dim']:>4} {r['causal']:>6} {r['ms_median']:>10} {r['ms_min']:>9} "
-              f"{r['tflops']:>8}  {r['agreement']}")
+    for r in rows:
+        print(f"{r['kernel']:<8} {r['dtype']:<5} {r['batch']:>3} {r['heads_q']:>3} {r['seqlen_q']:>6} "
+              f"{r['head_dim']:>4} {r['causal']:>6} {r['ms_median']:>10} {r['ms_min']:>9} {r['tflops']:>8}")
 
 
 def main():
     parser = argparse.ArgumentParser(
-        description="Time FlashAttention-2 and cuDNN attention through PyTorch SDPA and append "
-                    "the rows to the project's CSV (optional: needs PyTorch and a CUDA GPU).")
+        description="Time FlashAttention-2 and cuDNN attention through PyTorch SDPA, and "
+                    "FlashAttention-3 where it imports, and append the rows to the project's CSV "
+                    "(optional: needs PyTorch and a CUDA GPU).")
     parser.add_argument("--csv", metavar="FILE",
                         help="append rows to FILE (created with a header if new); "
                              "without it, only the table is printed")
     parser.add_argument("--problems", choices=["headline", "sweep", "all"], default="all",
                         help="which problems to time (default: all = headline + sweep)")
-    parser.add_argument("--iters", type=int, default=30, help="timed calls per backend (default 30)")
-    parser.add_argument("--warmup", type=int, default=5, help="warm-up calls per backend (default 5)")
+    parser.add_argument("--iters", type=int, default=30, help="timed calls per kernel at most (default 30)")
+    parser.add_argument("--warmup", type=int, default=5, help="warm-up calls per kernel (default 5)")
     args = parser.parse_args()
-    if args.iters < 1 or args.warmup < 0:
-        parser.error("--iters must be >= 1 and --warmup >= 0")
+    if args.iters < MIN_ITERS or args.warmup < 0:
+        parser.error(f"--iters must be >= {MIN_ITERS} and --warmup >= 0")
 
     try:
         import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend
     except ImportError:
         print("PyTorch not available: reference timings skipped")
         return 0
@@ -206,61 +347,54 @@ def main():
     gpu = torch.cuda.get_device_name()
     commit = git_commit()
     flush = make_flush_buffer(torch)
-    generator = torch.Generator(device="cuda")
+    kernels = Kernels(torch)
     print(f"GPU: {gpu}   PyTorch {torch.__version__}   commit {commit}   "
-          f"{args.warmup} warm-up + {args.iters} timed calls per backend, L2 flushed "
+          f"{args.warmup} warm-up + up to {args.iters} timed calls per kernel, L2 flushed "
           f"({flush.numel() >> 20} MiB buffer)")
+    if kernels.fa3_module:
+        print(f"FlashAttention-3: {kernels.fa3_module}")
+    else:
+        print(f"FlashAttention-3 not available ({kernels.fa3_missing}): its rows are skipped")
 
+    problems = [p + ("bf16",) for p in select_problems(args.problems)]
+    if "fa3" in kernels.available:
+        problems += [p + (FP8_DTYPE,) for p in select_problems(args.problems)]
     results = []
-    for batch, heads, seqlen, head_dim, causal in select_problems(args.problems):
-        label = f"B={batch} H={heads} S={seqlen} D={head_dim} causal={causal}"
-        generator.manual_seed(0)
-        shape = (batch, seqlen, heads, head_dim)
-        q, k, v = (torch.randn(shape, dtype=torch.bfloat16, device="cuda", generator=generator)
-                   .transpose(1, 2) for _ in range(3))
-        # SDPA's is_causal is top-left aligned, the project's mask bottom-right aligned; they are
-        # the same mask here because every problem has seqlen_q == seqlen_k.
-
+    for batch, heads, seqlen, head_dim, causal, dtype in problems:
+        x = Inputs(torch, batch, heads, seqlen, head_dim, causal, dtype)
+        names = [k for k in kernels.available if dtype == "bf16" or k == "fa3"]
         outputs, rows = {}, []
-        for kernel, name, backend_name in BACKENDS:
+        for kernel in names:
+            name, make_call = kernels.available[kernel]
             try:
-                out, times = time_backend(torch, F.scaled_dot_product_attention, q, k, v, causal,
-                                          getattr(SDPBackend, backend_name), flush,
-                                          args.warmup, args.iters)
+                call = make_call(x)
+                outputs[kernel] = call()
+                times = time_calls(torch, call, flush, args.warmup, args.iters)
             except RuntimeError as e:
                 first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                print(f"note: {kernel} unavailable for {label}: {first_line}; skipped")
+                print(f"note: {kernel} unavailable for {x.label()}: {first_line}; skipped")
                 continue
-            outputs[kernel] = out
-            ms_median, ms_min = statistics.median(times), min(times)
-            tf = tflops(batch, heads, seqlen, seqlen, head_dim, causal, ms_median)
-            rows.append({
-                "gpu": gpu, "kernel": kernel, "name": name, "dtype": "bf16", "batch": batch,
-                "heads_q": heads, "heads_kv": heads, "seqlen_q": seqlen, "seqlen_k": seqlen,
-                "head_dim": head_dim, "causal": causal, "iters": len(times),
-                "ms_median": f"{ms_median:.4f}", "ms_min": f"{ms_min:.4f}", "tflops": f"{tf:.2f}",
-                # No fp32 reference is computed here, so there is no error to report.
-                "max_abs_err": "", "rel_l2_err": "", "check": "skipped",
-                "commit": commit, "date": utc_now(),
-            })
+            rows.append(result_row(gpu, kernel, name, x, times, commit))
 
-        # A sanity check on the references themselves (informational: they are not under test).
-        if len(outputs) == 2:
-            diff = (outputs["fa2"].float() - outputs["cudnn"].float()).abs().max().item()
-            verdict = "ok" if diff < AGREEMENT_TOL and math.isfinite(diff) else "MISMATCH"
-            agreement = f"max|diff| {diff:.4f} {verdict}"
-        else:
-            agreement = "n/a (one backend missing)"
-        print(f"{label}: " + ", ".join(f"{r['kernel']} {r['tflops']} TFLOP/s" for r in rows)
-              + f"; fa2 vs cudnn {agreement}")
+        # A sanity check on the references themselves (informational: they are not under test):
+        # each against FA2 on the same values (the e4m3 inputs widened to bf16 for FA2).
+        if dtype != "bf16" and outputs:
+            fa2_name, fa2_call = kernels.available["fa2"]
+            outputs["fa2"] = fa2_call(x.as_bf16())()
+        tol = AGREEMENT_TOL if dtype == "bf16" else AGREEMENT_TOL_FP8
+        agreement = []
+        for kernel, out in outputs.items():
+            if kernel != "fa2" and "fa2" in outputs:
+                diff = max_diff(out, outputs["fa2"])
+                verdict = "ok" if diff < tol and math.isfinite(diff) else "MISMATCH"
+                agreement.append(f"{kernel} vs fa2 max|diff| {diff:.4f} {verdict}")
+        print(f"{x.label()}: " + ", ".join(f"{r['kernel']} {r['tflops']} TFLOP/s" for r in rows)
+              + ("; " + ", ".join(agreement) if agreement else ""))
 
         if args.csv and rows:
             append_rows(args.csv, rows)  # per problem, so an interrupted run keeps what it measured
-        for r in rows:
-            results.append({"kernel": r["kernel"], "batch": batch, "heads": heads, "seqlen": seqlen,
-                            "head_dim": head_dim, "causal": causal, "ms_median": r["ms_median"],
-                            "ms_min": r["ms_min"], "tflops": r["tflops"], "agreement": agreement})
-        del q, k, v, outputs
+        results += rows
+        del x, outputs
         torch.cuda.empty_cache()  # the largest problems need the memory of the previous ones
 
     print_table(results)

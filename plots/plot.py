@@ -5,19 +5,31 @@ harness/reference.py; see the CSV contract in the harness).
 For every CSV `<dir>/<stem>.csv` it writes, into --out-dir (default: the CSV's directory):
 
   <stem>_ladder.png   the stage ladder at the headline problem (B=16, H=16, S=4096, D=128, bf16,
-                      non-causal): one bar per stage, labelled with TFLOP/s and % of FA2,
-                      horizontal lines for FA2, cuDNN and the two ceilings (mma.sync, the limit
-                      of stages 01-08; wgmma, Hopper's), and the Hopper stages after a divider;
+                      non-causal): one bar per stage, labelled with TFLOP/s, % of FA2 and, where
+                      there are FA3 rows, the ratio to FA3; horizontal lines for FA2, cuDNN, FA3
+                      and the two ceilings (mma.sync, the limit of stages 01-08; wgmma, Hopper's),
+                      and the Hopper stages after a divider;
   <stem>_sweep.png    TFLOP/s against seqlen over the sweep (batch*seqlen = 65536,
                       heads*head_dim = 2048), one panel per (head_dim, causal).
+
+The ladder comes from the alternating rounds (harness/rounds.py, make rounds) where there are any:
+--rounds FILE, or else the newest plots/rounds/<stem>_*.csv beside the CSV (newest by the latest
+date inside; a file ending in _again.csv is the second measurement of a reproducibility check and
+is not used). Its bars are then each stage's median TFLOP/s over the rounds and its ratios the
+medians of the per-round ratios; the ceilings still come from the benchmark CSV. Without rounds the
+ladder, like the sweep always, is the benchmark CSV's one run; each title says which it shows.
+
+Only bf16 rows are drawn: FA3's fp8 rows (dtype e4m3) have no bf16 counterpart to stand beside.
 
 The CSV may hold re-runs of the same (kernel, problem): the last row wins. Which stages are on the
 Hopper track is read from the "Needs:" line of each stage's kernel.cu header (sm_90a), as the
 Makefile reads it, not from the stage numbers.
 
 Usage:  python3 plots/plot.py plots/*.csv [--out-dir DIR] [--stages-from DIR]
+                                          [--rounds FILE | --no-rounds]
 Exit codes: 0 plots written; 1 nothing to plot (no data, or matplotlib missing);
-            2 a CSV is unreadable or malformed (the message names the file and line).
+            2 a CSV is unreadable or malformed (the message names the file and line), or a bad
+              argument.
 """
 
 import argparse
@@ -26,6 +38,7 @@ import glob
 import math
 import os
 import re
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,15 +52,20 @@ CHECK_VALUES = {"pass", "fail", "skipped"}
 
 # How each reference is drawn: legend label, colour, line style. The dash patterns are explicit
 # (offset, (on, off, ...)) in units of the line width, short enough that a legend handle of
-# LEGEND_HANDLELENGTH shows several dashes on each side of the marker drawn in its middle. The two
-# ceilings are both red and dotted, as limits rather than competitors; the wgmma one darker, with
-# dashes among its dots.
+# LEGEND_HANDLELENGTH shows several dashes on each side of the marker drawn in its middle. FA2 and
+# cuDNN are neutral (black, gray) and dashed; FA3 dash-dotted in a colour no stage has (the palette
+# check below includes it). The two ceilings are both red and dotted, as limits rather than
+# competitors; the wgmma one darker, with dashes among its dots. Colours are sRGB hex, which
+# srgb_to_lab reads without matplotlib.
 REFERENCE_STYLE = {
-    "fa2": ("FlashAttention-2", "black", (0, (3.5, 1.5))),
-    "cudnn": ("cuDNN fused attention", "tab:gray", (0, (3.5, 1.5))),
-    MMA_PEAK: ("mma.sync ceiling", "tab:red", (0, (1, 1.5))),
-    WGMMA_PEAK: ("Hopper ceiling (wgmma)", "darkred", (0, (4, 1.5, 1, 1.5))),
+    "fa2": ("FlashAttention-2", "#000000", (0, (3.5, 1.5))),
+    "cudnn": ("cuDNN fused attention", "#7f7f7f", (0, (3.5, 1.5))),
+    "fa3": ("FlashAttention-3", "#00ced1", (0, (3.5, 1.2, 1, 1.2))),
+    MMA_PEAK: ("mma.sync ceiling", "#d62728", (0, (1, 1.5))),
+    WGMMA_PEAK: ("Hopper ceiling (wgmma)", "#8b0000", (0, (4, 1.5, 1, 1.5))),
 }
+# The timed references, in the order the figures draw them and the legends list them.
+TIMED = ("fa2", "cudnn", "fa3")
 # The mma.sync ceiling bounds the stages built on mma.sync, not the Hopper ones, nor cuDNN, which
 # runs on wgmma: its label names the stages it bounds ("ceiling of stages 01–08 (mma.sync)").
 MMA_CEILING_LABEL = "ceiling of {stages} (mma.sync)"
@@ -61,19 +79,48 @@ NEEDS_LINE = re.compile(r"^ \* Needs: *(sm_[0-9]+a?)", re.M)
 
 # One colour and one marker per stage, the same in both figures, chosen by the stage's number
 # (kernel05 -> the 5th entry) so that a stage keeps its style whichever other stages the CSV holds.
-# Qualitative colours with distinct neighbours: tab10 without the red (the ceiling and failed
-# checks), the gray (cuDNN), then five darker or brighter ones for stages 09-13.
+# Why these: the sweep draws up to 15 stage lines beside 5 reference lines, so each of the 20
+# colours must differ from every other at a glance, and tab10 plus five extras did not (tab:olive
+# beside #e7ba52 was CIEDE2000 13.6 apart, tab:pink beside #7b4173 one hue in two lightnesses).
+# Off-the-shelf maximum-contrast sets do no better beside these references: Kelly's has
+# near-white, pale yellows and a reddish brown CIEDE2000 5.5 from the wgmma ceiling's darkred. So
+# the set was searched (offline, once): five hues that everyone names kept fixed (blue, orange,
+# green, brown, pink; the blue and green from Okabe and Ito's set), then, one slot at a time, the
+# named colour (xkcd and CSS lists) swapped in that most raised the smallest CIEDE2000 of any
+# pair, stage-stage and stage-reference, keeping CIE76 >= 30 and skipping near-white, grayish
+# (chroma < 25) and pale yellow colours, which vanish on white. CIEDE2000 leads because CIE76 overstates
+# the differences among saturated colours (and the old palette passed CIE76 >= 20). Result: every
+# pair >= 19.2 in CIEDE2000 (>= 20.0 among stages 01-13 and the references) and >= 32.1 in CIE76;
+# PALETTE_MIN_DELTA_E below, with a margin, is what tests/test_plot.sh requires. For a reader
+# who tells fewer hues apart, the markers still tell the stages apart.
 STAGE_COLORS = [
-    "tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
-    "tab:cyan", "#393b79", "#e7ba52", "#00876c", "#7b4173", "#8c6d31",
+    "#0072b2",  # 01 blue
+    "#ff7f0e",  # 02 orange
+    "#009e73",  # 03 bluish green
+    "#8a2be2",  # 04 blue violet
+    "#8c510a",  # 05 brown
+    "#e7298a",  # 06 deep pink
+    "#32cd32",  # 07 lime green
+    "#758000",  # 08 olive
+    "#1b2a80",  # 09 navy
+    "#cb9d06",  # 10 mustard
+    "#6c3461",  # 11 plum
+    "#0b5509",  # 12 dark green
+    "#8b88f8",  # 13 periwinkle
+    "#dda0dd",  # 14 light plum
+    "#f4a6a6",  # 15 salmon pink
 ]
+# The smallest colour differences allowed between any two colours of the figures (stage-stage,
+# stage-reference, FA3-reference; the two red ceilings, one family on purpose, excepted): CIE76
+# and CIEDE2000. The old palette, 24.8 and 13.6, fails both.
+PALETTE_MIN_DELTA_E = {"cie76": 28.0, "ciede2000": 17.0}
 # Distinct shapes, so that coinciding lines (stages 02-04) still show every stage's marker; drawn
 # hollow, so that markers at the same point show through each other. No 'x' or 'X': a red x marks
-# a failed check.
-STAGE_MARKERS = ["o", "s", "^", "D", "v", "P", "*", "p", "<", "h", ">", "d", "H"]
+# a failed check. (6, 1, 0) is a six-pointed star.
+STAGE_MARKERS = ["o", "s", "^", "D", "v", "P", "*", "p", "<", "h", ">", "d", "H", "8", (6, 1, 0)]
 STAGE_MARKERSIZE = 6.5      # points; hollow markers need some size to be told apart
 STAGE_MARKEREDGEWIDTH = 1.3
-REFERENCE_MARKERSIZE = 3.5  # FA2 and cuDNN: small filled dots on the dashed line
+REFERENCE_MARKERSIZE = 3.5  # FA2, cuDNN and FA3: small filled dots on the dashed line
 LEGEND_HANDLELENGTH = 4.0   # in font sizes: long enough to show the dash patterns
 SWEEP_LEGEND_STAGE_COLUMNS = 2  # the sweep legend: stages in 2 columns, the references in a 3rd
 # Stage markers in the sweep closer than this many marker sizes (vertically, at one seqlen) are set
@@ -84,6 +131,76 @@ FAILED_MARKER = dict(marker="x", color="tab:red", markersize=8, markeredgewidth=
 
 FIGSIZE = (10, 5)
 DPI = 120
+
+
+# --- colour differences: what the palette check measures (no dependency beyond the standard library)
+
+def srgb_to_lab(color):
+    """'#rrggbb' -> CIELAB (L*, a*, b*) under D65, through linear sRGB and XYZ."""
+    value = color.lstrip("#")
+    channels = [int(value[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+    r, g, b = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    xyz = ((0.4124564 * r + 0.3575761 * g + 0.1804375 * b) / 0.95047,  # divided by D65's white
+           (0.2126729 * r + 0.7151522 * g + 0.0721750 * b),
+           (0.0193339 * r + 0.1191920 * g + 0.9503041 * b) / 1.08883)
+    fx, fy, fz = [t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29 for t in xyz]
+    return (116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz))
+
+
+def delta_e76(lab1, lab2):
+    """CIE76: the Euclidean distance in CIELAB (overstates differences among saturated colours)."""
+    return math.dist(lab1, lab2)
+
+
+def delta_e2000(lab1, lab2):
+    """CIEDE2000 (Sharma, Wu and Dalal 2005, with kL = kC = kH = 1): CIELAB corrected for the eye's
+    lesser sensitivity to chroma differences among saturated colours and for the blue region."""
+    (L1, a1, b1), (L2, a2, b2) = lab1, lab2
+    c_mean = (math.hypot(a1, b1) + math.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - math.sqrt(c_mean ** 7 / (c_mean ** 7 + 25 ** 7)))
+    a1, a2 = (1 + g) * a1, (1 + g) * a2
+    c1, c2 = math.hypot(a1, b1), math.hypot(a2, b2)
+    h1 = math.degrees(math.atan2(b1, a1)) % 360 if c1 else 0.0
+    h2 = math.degrees(math.atan2(b2, a2)) % 360 if c2 else 0.0
+    dh = h2 - h1
+    dh = 0.0 if c1 * c2 == 0 else dh - 360 if dh > 180 else dh + 360 if dh < -180 else dh
+    dL, dC = L2 - L1, c2 - c1
+    dH = 2 * math.sqrt(c1 * c2) * math.sin(math.radians(dh / 2))
+    L_mean, c_mean = (L1 + L2) / 2, (c1 + c2) / 2
+    if c1 * c2 == 0:
+        h_mean = h1 + h2
+    elif abs(h1 - h2) <= 180:
+        h_mean = (h1 + h2) / 2
+    else:
+        h_mean = (h1 + h2 + 360) / 2 if h1 + h2 < 360 else (h1 + h2 - 360) / 2
+    def cos(degrees):
+        return math.cos(math.radians(degrees))
+    t = (1 - 0.17 * cos(h_mean - 30) + 0.24 * cos(2 * h_mean) + 0.32 * cos(3 * h_mean + 6)
+         - 0.20 * cos(4 * h_mean - 63))
+    s_L = 1 + 0.015 * (L_mean - 50) ** 2 / math.sqrt(20 + (L_mean - 50) ** 2)
+    s_C, s_H = 1 + 0.045 * c_mean, 1 + 0.015 * c_mean * t
+    r_T = (-2 * math.sqrt(c_mean ** 7 / (c_mean ** 7 + 25 ** 7))
+           * math.sin(math.radians(60 * math.exp(-((h_mean - 275) / 25) ** 2))))
+    return math.sqrt((dL / s_L) ** 2 + (dC / s_C) ** 2 + (dH / s_H) ** 2
+                     + r_T * (dC / s_C) * (dH / s_H))
+
+
+def palette_pairs(stage_colors=None):
+    """[(name, colour, name, colour)]: every pair of figure colours that must be told apart, the
+    stages' (STAGE_COLORS, or `stage_colors`) and the references', but for the two ceilings (both
+    red on purpose: limits, told apart by their dashes)."""
+    named = [(f"stage {n:02d}", c) for n, c in enumerate(stage_colors or STAGE_COLORS, 1)]
+    named += [(kernel, style[1]) for kernel, style in REFERENCE_STYLE.items()]
+    return [(n1, c1, n2, c2) for i, (n1, c1) in enumerate(named) for n2, c2 in named[i + 1:]
+            if {n1, n2} != {MMA_PEAK, WGMMA_PEAK}]
+
+
+def palette_min_delta_e(stage_colors=None):
+    """{'cie76': (smallest difference, name, name), 'ciede2000': (...)} over palette_pairs."""
+    pairs = [(srgb_to_lab(c1), srgb_to_lab(c2), n1, n2)
+             for n1, c1, n2, c2 in palette_pairs(stage_colors)]
+    return {metric: min((f(l1, l2), n1, n2) for l1, l2, n1, n2 in pairs)
+            for metric, f in (("cie76", delta_e76), ("ciede2000", delta_e2000))}
 
 
 class CsvError(Exception):
@@ -183,14 +300,18 @@ class Results:
             self.names[row["kernel"]] = row["name"] or row["kernel"]
             if row["gpu"] not in self.gpus:
                 self.gpus.append(row["gpu"])
-        archs = stage_archs(stage_root)
+        self.archs = stage_archs(stage_root)
         stages = {k for k, _ in self.latest if k not in REFERENCE_KERNELS}
         # A stage of the CSV without a directory here (renamed, or from another checkout) cannot say
         # which track it is on; main() warns, and it is drawn with the mma.sync stages.
-        self.unknown = sorted(stages - set(archs), key=natural_key)
-        self.hopper = {k for k in stages if archs.get(k) == HOPPER_ARCH}
-        self.stages = sorted(stages, key=lambda k: (k in self.hopper, natural_key(k)))
+        self.unknown = sorted(stages - set(self.archs), key=natural_key)
+        self.hopper = {k for k in stages if self.archs.get(k) == HOPPER_ARCH}
+        self.stages = self.track_order(stages)
         self.mma_stages = [k for k in self.stages if k not in self.hopper]
+
+    def track_order(self, stages):
+        """`stages` in drawing order: the mma.sync stages, then the Hopper track."""
+        return sorted(stages, key=lambda k: (self.archs.get(k) == HOPPER_ARCH, natural_key(k)))
 
     def gpu_label(self):
         return " / ".join(self.gpus) if self.gpus else "unknown GPU"
@@ -202,6 +323,78 @@ class Results:
         """A ceiling (MMA_PEAK, WGMMA_PEAK) does not depend on the problem: the last such row."""
         rows = [r for (k, _), r in self.latest.items() if k == kernel and usable_tflops(r)]
         return usable_tflops(rows[-1]) if rows else None
+
+
+class Rounds:
+    """The rows of alternating rounds (harness/rounds.py): every kernel timed once per round at each
+    problem it covers, so that kernels of one round met the same clocks. Round r's row of a (kernel,
+    problem) is the r-th row of that (kernel, problem) in file order. `problem` is the tuple of
+    contract.PROBLEM_FIELDS (problem_key of a row; HEADLINE, sweep_problem(...)).
+
+      rows      every row, in file order
+      series    {(kernel, problem): [row of round 1, row of round 2, ...]}
+      rounds(kernel, problem)      -> int: how many rounds timed it (0: none)
+      medians(kernel, problem)     -> float | None: its median TFLOP/s over the rounds
+      ratio(kernel_a, kernel_b, problem) -> float | None: the median over the rounds of a's TFLOP/s
+                                      over b's in the same round (rounds zipped in order, so a
+                                      kernel skipped in later rounds pairs only its first ones)
+
+    The median of the ratios, not the ratio of the medians: a round where the clocks sat in the
+    slow group slows both kernels, and only the ratio within the round cancels that."""
+
+    def __init__(self, rows):
+        self.rows = list(rows)
+        self.series = {}
+        for row in self.rows:
+            self.series.setdefault((row["kernel"], problem_key(row)), []).append(row)
+
+    @classmethod
+    def from_csv(cls, path):
+        """Raises CsvError, as parse_csv."""
+        return cls(parse_csv(path))
+
+    def _tflops(self, kernel, problem):
+        return [usable_tflops(r) for r in self.series.get((kernel, tuple(problem)), [])]
+
+    def rounds(self, kernel, problem):
+        return len(self.series.get((kernel, tuple(problem)), []))
+
+    def medians(self, kernel, problem):
+        values = [v for v in self._tflops(kernel, problem) if v is not None]
+        return statistics.median(values) if values else None
+
+    def ratio(self, kernel_a, kernel_b, problem):
+        ratios = [a / b for a, b in zip(self._tflops(kernel_a, problem), self._tflops(kernel_b, problem))
+                  if a is not None and b is not None]
+        return statistics.median(ratios) if ratios else None
+
+    def latest_date(self):
+        return max((r["date"] or "" for r in self.rows), default="")
+
+    def commits(self):
+        return sorted({r["commit"] for r in self.rows if r["commit"]})
+
+
+def find_rounds(csv_path):
+    """The rounds file of the benchmark CSV <dir>/<stem>.csv: the newest <dir>/rounds/<stem>_*.csv
+    (tools/results_md.py takes the same file for the README's ratios), newest by the latest date
+    inside, which a checkout does not change, then by modification time. Names ending in
+    _again.csv are the second measurement of a commit (the reproducibility check): never the
+    ladder's. Returns (path, Rounds) or None; raises CsvError for a malformed candidate."""
+    directory, name = os.path.split(csv_path)
+    stem = os.path.splitext(name)[0]
+    pattern = os.path.join(directory or ".", "rounds", glob.escape(stem) + "_*.csv")
+    candidates = []
+    for path in glob.glob(pattern):
+        if path.endswith("_again.csv"):
+            continue
+        rounds = Rounds.from_csv(path)
+        if rounds.rows:
+            candidates.append((rounds.latest_date(), os.path.getmtime(path), path, rounds))
+    if not candidates:
+        return None
+    _, _, path, rounds = max(candidates, key=lambda c: c[:3])
+    return path, rounds
 
 
 def stage_label(name):
@@ -245,83 +438,134 @@ def reference_label(kernel, value, decimals, mma_stages):
     return f"{name}: {value:.{decimals}f} TFLOP/s"
 
 
-def draw_ladder(results, out_path):
-    """The stage ladder at the headline problem. Returns a printable summary, or None when the
-    CSV has no stage at the headline problem."""
+def ladder_data(results, rounds=None):
+    """What the ladder shows at the headline problem: (bars, references, source, from_rounds).
+      bars        [(kernel, name, TFLOP/s, stage/FA2, stage/FA3, check)], in drawing order (a
+                  ratio None where that reference has no row);
+      references  [(kernel, TFLOP/s)] of the timed references and the ceilings that have rows;
+      source      the title's line that says where the figures come from.
+    From `rounds` (a Rounds), where it holds a stage at the headline: each stage's and each
+    reference's median over the rounds and the medians of the per-round ratios, the check of the
+    benchmark CSV's row (a failed check makes any timing of that build meaningless). Otherwise the
+    benchmark CSV's last rows, whose ratios are those of the one run. Returns None when neither
+    holds a stage at the headline. The ceilings come from the benchmark CSV in both cases."""
+    ceilings = [(k, results.ceiling(k)) for k in (MMA_PEAK, WGMMA_PEAK)]
+    in_rounds = set()
+    if rounds is not None:
+        in_rounds = {k for k, problem in rounds.series
+                     if problem == HEADLINE and k not in REFERENCE_KERNELS
+                     and rounds.medians(k, HEADLINE) is not None}
+    if in_rounds:
+        bars = []
+        for kernel in results.track_order(in_rounds):
+            bench = results.row(kernel, HEADLINE)
+            name = rounds.series[(kernel, HEADLINE)][-1]["name"] or results.names.get(kernel, kernel)
+            bars.append((kernel, name, rounds.medians(kernel, HEADLINE),
+                         rounds.ratio(kernel, "fa2", HEADLINE), rounds.ratio(kernel, "fa3", HEADLINE),
+                         bench["check"] if bench else "skipped"))
+        timed = [(k, rounds.medians(k, HEADLINE)) for k in TIMED]
+        counted = [b[0] for b in bars] + [k for k, v in timed if v is not None]
+        n = min(rounds.rounds(k, HEADLINE) for k in counted)
+        commits = rounds.commits()
+        source = (f"median of {n} alternating round{'s' if n != 1 else ''}"
+                  + (f" at {', '.join(commits)}" if commits else "") + " (make rounds)")
+    else:
+        rows = [(k, results.row(k, HEADLINE)) for k in results.stages]
+        rows = [(k, r) for k, r in rows if r is not None and usable_tflops(r)]
+        if not rows:
+            return None
+        timed = [(k, usable_tflops(results.row(k, HEADLINE)) if results.row(k, HEADLINE) else None)
+                 for k in TIMED]
+        of = dict(timed)
+        bars = [(k, results.names[k], usable_tflops(r),
+                 usable_tflops(r) / of["fa2"] if of["fa2"] else None,
+                 usable_tflops(r) / of["fa3"] if of["fa3"] else None, r["check"]) for k, r in rows]
+        source = "one run (make bench)"
+    references = [(k, v) for k, v in timed + ceilings if v is not None]
+    return bars, references, source, bool(in_rounds)
+
+
+def draw_ladder(results, out_path, rounds=None):
+    """The stage ladder at the headline problem, from `rounds` (a Rounds) where it has headline
+    rows, else from the benchmark CSV (see ladder_data). Returns (summary, source) to print, or
+    None when there is no stage at the headline problem."""
     import matplotlib.pyplot as plt
     from matplotlib.transforms import offset_copy
 
-    stages = [(k, results.row(k, HEADLINE)) for k in results.stages]
-    stages = [(k, r) for k, r in stages if r is not None and usable_tflops(r)]
-    if not stages:
+    data = ladder_data(results, rounds)
+    if data is None:
         return None
-    fa2 = results.row("fa2", HEADLINE)
-    fa2_tflops = usable_tflops(fa2) if fa2 else None
-    cudnn = results.row("cudnn", HEADLINE)
-    references = [("fa2", fa2_tflops), ("cudnn", usable_tflops(cudnn) if cudnn else None),
-                  (MMA_PEAK, results.ceiling(MMA_PEAK)), (WGMMA_PEAK, results.ceiling(WGMMA_PEAK))]
-    references = [(k, v) for k, v in references if v is not None]
+    bars_data, references, source, from_rounds = data
+    drawn = dict(references)
 
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
-    styles = stage_styles(results.stages)
-    xs = range(len(stages))
-    values = [usable_tflops(r) for _, r in stages]
-    bars = ax.bar(xs, values, width=0.65, color=[styles[k][0] for k, _ in stages], zorder=2)
+    styles = stage_styles(results.track_order(set(results.stages) | {b[0] for b in bars_data}))
+    xs = range(len(bars_data))
+    values = [b[2] for b in bars_data]
+    bars = ax.bar(xs, values, width=0.65, color=[styles[b[0]][0] for b in bars_data], zorder=2)
     # Each bar wears its stage's marker on top, as in the sweep, so that bars and lines match by
     # shape as well as by colour. The marker sits just above the bar, its label above the marker.
     marker_lift = STAGE_MARKERSIZE / 2 + 1  # points from the bar's top to the marker's centre
     above_bar = offset_copy(ax.transData, fig=fig, y=marker_lift, units="points")
-    for bar, (kernel, _), value in zip(bars, stages, values):
+    for bar, (kernel, *_), value in zip(bars, bars_data, values):
         color, marker = styles[kernel]
-        ax.plot(bar.get_x() + bar.get_width() / 2, value, marker, color=color,
+        ax.plot(bar.get_x() + bar.get_width() / 2, value, marker=marker, color=color,
                 markerfacecolor="white", markersize=STAGE_MARKERSIZE,
                 markeredgewidth=STAGE_MARKEREDGEWIDTH, transform=above_bar, zorder=3,
                 clip_on=False)
 
     summary = []
-    for bar, (kernel, row), value in zip(bars, stages, values):
-        failed = row["check"] == "fail"
-        label = f"{value:.1f}"
-        if fa2_tflops:
-            label += f"\n{100 * value / fa2_tflops:.0f}% of FA2"
+    label_lines = 1
+    for bar, (kernel, name, value, of_fa2, of_fa3, check) in zip(bars, bars_data):
+        failed = check == "fail"
+        # The TFLOP/s, then the ratios, each on a line of its own: a bar is too narrow for two.
+        lines = [f"{value:.1f}"]
+        if of_fa2 is not None:
+            lines.append(f"{100 * of_fa2:.0f}% of FA2")
+        if of_fa3 is not None:
+            lines.append(f"{of_fa3:.2f}\u00d7 FA3")
         if failed:
             # A failed correctness check makes the speed meaningless: say so on the bar itself.
             bar.set_hatch("///")
             bar.set_edgecolor("tab:red")
             bar.set_linewidth(1.5)
             bar.set_alpha(0.55)
-            label = "FAIL\n" + label
+            lines.insert(0, "FAIL")
+        label_lines = max(label_lines, len(lines))
         # The white box keeps the label readable where a reference line passes behind it.
-        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, value),
+        ax.annotate("\n".join(lines), (bar.get_x() + bar.get_width() / 2, value),
                     xytext=(0, marker_lift + STAGE_MARKERSIZE / 2 + 2),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8,
                     color="tab:red" if failed else "black", fontweight="bold" if failed else None,
                     bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none"),
                     zorder=4)
-        summary.append((results.names[kernel], value, fa2_tflops, row["check"]))
+        summary.append((name, value, of_fa2, of_fa3, check))
 
     for kernel, value in references:
         _, color, style = REFERENCE_STYLE[kernel]
         ax.axhline(value, color=color, linestyle=style, linewidth=1.4, zorder=1,
                    label=reference_label(kernel, value, 1, results.mma_stages))
-    hopper = [n for n, (kernel, _) in enumerate(stages) if kernel in results.hopper]
+    hopper = [n for n, b in enumerate(bars_data) if results.archs.get(b[0]) == HOPPER_ARCH]
     if hopper:
         draw_track_divider(ax, hopper[0] - 0.5)
 
     # With few stages, widen the margins so that the bars keep their width instead of filling it.
-    pad = 0.6 + max(0, 4 - len(stages)) / 2
-    ax.set_xlim(-pad, len(stages) - 1 + pad)
+    pad = 0.6 + max(0, 4 - len(bars_data)) / 2
+    ax.set_xlim(-pad, len(bars_data) - 1 + pad)
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([stage_label(results.names[k]) for k, _ in stages],
-                       fontsize=8 if len(stages) <= 10 else 7)  # 7: a dozen labels side by side
-    ax.set_ylabel("TFLOP/s (median)")
-    top = max(values + [v for _, v in references])
-    ax.set_ylim(0, top * 1.22)  # headroom for the two-line labels of the tallest bar
+    ax.set_xticklabels([stage_label(b[1]) for b in bars_data],
+                       fontsize=8 if len(bars_data) <= 10 else 7)  # 7: a dozen labels side by side
+    ax.set_ylabel("TFLOP/s (median over the rounds)" if from_rounds else "TFLOP/s (median)")
+    # Headroom for the labels of the tallest bar (two lines fit in a fifth more, each further one
+    # takes another 6%) and above the highest reference line.
+    ax.set_ylim(0, max(max(values) * (1.22 + 0.06 * max(0, label_lines - 2)),
+                       max((v for _, v in references), default=0) * 1.22))
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.set_axisbelow(True)
-    title = (f"{results.gpu_label()}: stage ladder, bf16, B=16 H=16 S=4096 D=128, non-causal")
-    if not fa2_tflops:
-        title += "\n(no FA2 row in the CSV: % of FA2 not shown)"
+    title = (f"{results.gpu_label()}: stage ladder, bf16, B=16 H=16 S=4096 D=128, non-causal\n"
+             f"{source}")
+    if "fa2" not in drawn:
+        title += f"\n(no FA2 row in the {'rounds' if from_rounds else 'CSV'}: % of FA2 not shown)"
     ax.set_title(title, fontsize=11)
     if references:
         ax.legend(loc="upper left", fontsize=8, framealpha=0.95,
@@ -329,7 +573,7 @@ def draw_ladder(results, out_path):
     fig.tight_layout()
     fig.savefig(out_path)
     plt.close(fig)
-    return summary
+    return summary, source
 
 
 def draw_track_divider(ax, x):
@@ -367,7 +611,7 @@ def draw_sweep(results, out_path):
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    kernels = results.stages + ["fa2", "cudnn"]
+    kernels = results.stages + list(TIMED)
     # One row of panels per head_dim that has at least one sweep point.
     candidates = sorted({r["head_dim"] for r in results.latest.values() if r["head_dim"]})
     head_dims = [d for d in candidates
@@ -429,7 +673,7 @@ def draw_sweep(results, out_path):
             if j == 0:
                 ax.set_ylabel("TFLOP/s (median)")
     fig.suptitle(f"{results.gpu_label()}: forward TFLOP/s against seqlen, bf16, "
-                 f"heads · head_dim = {SWEEP_WIDTH}", fontsize=11)
+                 f"heads · head_dim = {SWEEP_WIDTH}, one run (make bench)", fontsize=11)
     # The panels share the y axis; set it once, after every panel is drawn, from all the data.
     top = max(max(line.get_ydata()) for ax in axes.flat for line in ax.get_lines())
     axes[0][0].set_ylim(0, top * 1.06)
@@ -501,11 +745,12 @@ def dodge_markers(fig, ax, kernel_points, styles):
             draw_failed(ax, [p for p in at if p[2]], transform)
 
 
-def print_summary(csv_path, summary):
-    print(f"{csv_path}: headline ladder")
-    for name, value, fa2, check in summary:
-        share = f"{100 * value / fa2:5.1f}% of FA2" if fa2 else "(no FA2 row)"
-        print(f"  {name:<28} {value:8.1f} TFLOP/s  {share}  check {check}")
+def print_summary(csv_path, summary, source):
+    print(f"{csv_path}: headline ladder, {source}")
+    for name, value, of_fa2, of_fa3, check in summary:
+        share = f"{100 * of_fa2:5.1f}% of FA2" if of_fa2 is not None else "(no FA2 row)"
+        fa3 = f"  {of_fa3:.3f}x FA3" if of_fa3 is not None else ""
+        print(f"  {name:<28} {value:8.1f} TFLOP/s  {share}{fa3}  check {check}")
 
 
 def main():
@@ -517,17 +762,36 @@ def main():
     parser.add_argument("--stages-from", metavar="DIR", default=ROOT,
                         help="the tree whose kernelNN_name/kernel.cu headers say which stages are "
                              "on the Hopper track (default: this repository)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--rounds", metavar="FILE",
+                       help="the alternating rounds (harness/rounds.py) the ladder is drawn from "
+                            "(default: the newest <dir>/rounds/<stem>_*.csv beside each CSV, not "
+                            "an _again.csv); one CSV only")
+    which.add_argument("--no-rounds", action="store_true",
+                       help="draw the ladder from the benchmark CSV's one run even where there "
+                            "are rounds")
     args = parser.parse_args()
+    if args.rounds and len(args.csvs) > 1:
+        print("error: --rounds FILE holds the rounds of one GPU: give one benchmark CSV with it",
+              file=sys.stderr)
+        return 2
 
     # Validate every file before drawing anything: a malformed CSV is an error to fix, not
     # something to half-plot.
     parsed = []
     for path in args.csvs:
         try:
-            parsed.append((path, parse_csv(path)))
+            rows = parse_csv(path)
+            if args.no_rounds:
+                rounds = None
+            elif args.rounds:
+                rounds = (args.rounds, Rounds.from_csv(args.rounds))
+            else:
+                rounds = find_rounds(path)
         except CsvError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        parsed.append((path, rows, rounds))
 
     try:
         import matplotlib
@@ -538,7 +802,7 @@ def main():
     matplotlib.use("Agg")  # files only, no display needed
 
     written = 0
-    for path, rows in parsed:
+    for path, rows, rounds in parsed:
         if not rows:
             print(f"{path}: no data rows, nothing to plot")
             continue
@@ -553,12 +817,22 @@ def main():
         os.makedirs(out_dir, exist_ok=True)
         stem = os.path.join(out_dir, os.path.splitext(os.path.basename(path))[0])
 
-        summary = draw_ladder(results, stem + "_ladder.png")
-        if summary is None:
+        rounds_gpus = sorted({r["gpu"] for r in rounds[1].rows}) if rounds else []
+        if set(rounds_gpus) - set(results.gpus):
+            print(f"warning: {rounds[0]} was measured on {', '.join(rounds_gpus)}, "
+                  f"{path} on {results.gpu_label()}", file=sys.stderr)
+        if rounds is not None and not any(problem == HEADLINE and kernel not in REFERENCE_KERNELS
+                                          for kernel, problem in rounds[1].series):
+            print(f"{path}: {rounds[0]} holds no stage at the headline problem: the ladder is the "
+                  f"benchmark CSV's one run")
+            rounds = None
+        drawn = draw_ladder(results, stem + "_ladder.png", rounds[1] if rounds else None)
+        if drawn is None:
             print(f"{path}: no stage row at the headline problem (B=16 H=16 S=4096 D=128 bf16 "
                   f"non-causal): no ladder plot")
         else:
-            print_summary(path, summary)
+            summary, source = drawn
+            print_summary(path, summary, source + (f", {rounds[0]}" if rounds else ""))
             print(f"wrote {stem}_ladder.png")
             written += 1
         if draw_sweep(results, stem + "_sweep.png"):

@@ -1,12 +1,14 @@
 """Lints of the prose of README.md and docs/*.md that tests/test_docs.sh runs (no GPU needed):
 
-  figures   a measured-looking figure (TFLOP/s, a percentage, a ratio like 1.20x, a bold number)
-            outside the blocks and <!-- fig --> markers that tools/results_md.py fills from the
-            CSVs. Such a figure was typed by hand and drifts from the data. A line that states a
-            fact that is not a measurement of this project (a datasheet rate, a published number,
-            arithmetic) says so with <!-- not a measurement: why -->.
+  figures   a measured-looking figure (TFLOP/s, a percentage, a ratio like 1.20x, a bold number,
+            or one spelled out as a fraction: "an eighth faster", "nine tenths of", "two
+            hundredths") outside the blocks and <!-- fig --> markers that tools/results_md.py fills
+            from the CSVs. Such a figure was typed by hand and drifts from the data. A line that
+            states a fact that is not a measurement of this project (a datasheet rate, a published
+            number, arithmetic) says so with <!-- not a measurement: why -->.
   process   words of the team's process that mean nothing to a reader (DESIGN.md, "the lent H200",
-            issue numbers), in every tracked text file.
+            issue numbers, "the GPU machine", "the stretch target", "as the last note said"), in
+            every tracked text file.
   links     every stage's chapter, and its assignment's reading list, links what the stage follows:
             the part of the blog series (lubits.ch/flash) for stages 01-08; the PTX ISA
             (docs.nvidia.com/cuda/parallel-thread-execution) for the Hopper track, the stages whose
@@ -44,6 +46,15 @@ def report(name, problems):
 
 
 FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:TFLOP/s|%)|(?<![\w.])\d+\.\d+x\b|\*\*\d+(?:\.\d+)?\*\*")
+# A fraction in words: plural denominators are always fractions ("nine tenths", "two hundredths");
+# a singular one is a fraction when a comparison or "of" follows ("an eighth faster", "a third of"),
+# and an ordinal otherwise ("a third consumer").
+_DENOMINATORS = "third|quarter|fifth|sixth|seventh|eighth|ninth|tenth|twelfth|twentieth|hundredth|thousandth"
+_COUNTS = "two|three|four|five|six|seven|eight|nine|ten|eleven|a few|several"
+SPELLED_FIGURE = re.compile(
+    rf"\b(?:{_COUNTS})[ -](?:{_DENOMINATORS.replace('|', 's|')}s)\b"
+    rf"|\b(?:a|an|one)[ -](?:{_DENOMINATORS})\s+(?:of|more|less|fewer|faster|slower|above|below|ahead|behind|short"
+    rf"|lower|higher|longer|shorter|better|worse|off|up|down|over|under|the)\b", re.I)
 
 
 def prose_lines(text):
@@ -63,15 +74,19 @@ for path in pages:
     for n, line in prose_lines(open(path).read()):
         if "<!-- not a measurement:" in line:
             continue
-        for m in FIGURE.finditer(line):
-            problems.append(f"{os.path.relpath(path, TREE)}:{n}: '{m.group(0)}'")
-report("README and docs carry no hand-typed measured figure (all come from the CSVs through tools/results_md.py)", problems)
+        for pattern in (FIGURE, SPELLED_FIGURE):
+            for m in pattern.finditer(line):
+                problems.append(f"{os.path.relpath(path, TREE)}:{n}: '{m.group(0)}'")
+report("README and docs carry no hand-typed measured figure, in digits or in words (all come from the CSVs "
+       "through tools/results_md.py)", problems)
 
 tracked = subprocess.run(["git", "ls-files"], cwd=TREE, capture_output=True, text=True).stdout.split()
 if not tracked:  # a copy without git
     tracked = [os.path.relpath(p, TREE) for p in glob.glob(os.path.join(TREE, "**", "*"), recursive=True)
                if os.path.isfile(p) and "/build/" not in p]
-PROCESS = re.compile(r"DESIGN\.md|ANCHORS\.md|HOPPER\.md|\blent\b|\bissue \d|\(issue|\bthe team\b|\bCEO\b", re.I)
+PROCESS = re.compile(r"DESIGN\.md|ANCHORS\.md|HOPPER\.md|\blent\b|\bissue \d|\(issue|\bthe team\b|\bCEO\b"
+                     r"|\bGPU machine\b|\bmachine kind\b|\bsitting at\b|\bmeant to reach\b|\bstretch target\b"
+                     r"|\basked (?:there|for here)\b|\bthe last note\b|\bdid not come back\b", re.I)
 problems = []
 for rel in tracked:
     if rel.endswith((".png", ".csv")) or rel == "tests/lint_docs.py":
@@ -84,7 +99,7 @@ for rel in tracked:
         m = PROCESS.search(line)
         if m:
             problems.append(f"{rel}:{n}: '{m.group(0)}'")
-report("no words of the team's process in the product (DESIGN.md, 'lent', issue numbers)", problems)
+report("no words of the team's process in the product (DESIGN.md, 'lent', issue numbers, 'the GPU machine', ...)", problems)
 
 # Stages 01-08 follow the blog series part by part; the Hopper track goes past where it ends, so
 # its chapters cite the reference of the instructions they introduce instead. Which stage is on

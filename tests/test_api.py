@@ -30,16 +30,9 @@ import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", "build")
-FLASH_BF16, FLASH_FP16 = 0, 1
-FLASH_OK, FLASH_E_INVALID, FLASH_E_UNSUPPORTED = 0, 1, 2
-
-
-class Problem(ctypes.Structure):
-    _fields_ = [("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-                ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
-                ("batch", ctypes.c_int), ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int),
-                ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int), ("head_dim", ctypes.c_int),
-                ("dtype", ctypes.c_int), ("causal", ctypes.c_int), ("softmax_scale", ctypes.c_float)]
+sys.path.insert(0, os.path.join(ROOT, "harness"))
+from libflash import FLASH_BF16, FLASH_E_INVALID, FLASH_E_UNSUPPORTED, FLASH_FP16, FLASH_OK, Problem  # noqa: E402,F401
+import libflash  # noqa: E402
 
 
 failures = 0
@@ -56,10 +49,7 @@ def skip(name, why):
 
 
 LIB_PATH = os.path.join(ROOT, BUILD, "libflash.so")
-lib = ctypes.CDLL(LIB_PATH)
-lib.flash_strerror.restype = ctypes.c_char_p
-lib.flash_stage_name.restype = ctypes.c_char_p
-lib.flash_forward.argtypes = [ctypes.c_int, ctypes.POINTER(Problem), ctypes.c_void_p]
+lib = libflash.load(LIB_PATH)
 
 THREADS = "--threads" in sys.argv  # the child process of the threads check: GPU part only
 dirs = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*/kernel.cu")))
@@ -101,6 +91,9 @@ def cpu_checks():
         ("causal 2", 5, {"causal": 2}, FLASH_E_INVALID, b"causal"),
         ("softmax_scale nan", 5, {"softmax_scale": float("nan")}, FLASH_E_INVALID, b"softmax_scale"),
         ("softmax_scale -1", 5, {"softmax_scale": -1.0}, FLASH_E_INVALID, b"softmax_scale"),
+        ("softmax_scale 1e-40 (subnormal)", 5, {"softmax_scale": 1e-40}, FLASH_E_INVALID, b"softmax_scale"),
+        ("softmax_scale 1.1e-38 (subnormal)", 5, {"softmax_scale": 1.1e-38}, FLASH_E_INVALID, b"subnormal"),
+        ("softmax_scale 1.4e-45 (the smallest subnormal)", 5, {"softmax_scale": 1.4e-45}, FLASH_E_INVALID, b"subnormal"),
         ("q NULL", 5, {"q": None}, FLASH_E_INVALID, b"q"),
         ("o misaligned", 5, {"o": 0x4002}, FLASH_E_UNSUPPORTED, b"align"),
     ]

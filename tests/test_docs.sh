@@ -21,20 +21,24 @@ fi
 
 # --- tools/results_md.py on the fixture CSVs ------------------------------------------------------
 # Each case is a Python snippet on stdin, run after FIXTURE_PY: PASS if it exits 0. The benchmark
-# CSV is tests/fixtures/plot_sample.csv (it has stage 09 and a wgmma_peak row); the tune CSV is
-# tests/fixtures/tune_sample.csv, with stage 08 and 10 candidates and no stage 09 ones.
+# CSV is tests/fixtures/plot_sample.csv (it has stage 09 and a wgmma_peak row); the rounds are
+# tests/fixtures/plot_rounds.csv; the tune CSV is tests/fixtures/tune_sample.csv, with stage 08 and
+# 10 candidates and no stage 09 ones.
 FIXTURE_PY='
 import sys
 sys.path.insert(0, "tools")
 import results_md  # puts plots/ on the path
-from plot import parse_csv
+from plot import Rounds, parse_csv
 TMP = sys.argv[1]
 TUNE = "tests/fixtures/tune_sample.csv"
+ROUNDS = "tests/fixtures/plot_rounds.csv"
 
 def fixture_data(csv_path="tests/fixtures/plot_sample.csv"):
     data = results_md.Data(csv_path)
-    # Data looks for plots/tune/<the benchmark CSV name>.csv; the fixture lives elsewhere.
+    # Data looks for plots/tune/<the benchmark CSV name>.csv and plots/rounds/<name>_*.csv; the
+    # fixtures live elsewhere.
     data.tune = (TUNE, parse_csv(TUNE))
+    data.rounds, data.again = (ROUNDS, Rounds.from_csv(ROUNDS)), None
     return data
 
 def render(text, data=None):
@@ -95,22 +99,36 @@ assert "kernel10" not in block08 and "128x128" not in block08 and "def5678" not 
 assert "O store" in out.split("text")[1], out
 PY
 
-# Stage 13's candidates choose the grid: "+np" is one block per query tile, shown in a "grid"
-# column; another stage's suffix (+st16) on a stage 13 candidate is an error that names both.
-py_case docs_tune_block_variants <<'PY'
+# Stage 13's candidates are the six numbers of its TileShape, as stages 11 and 12's, with no
+# suffix and no variant column: the stage 10 rows renamed as stage 13 candidates (+st16 ones with
+# 240 consumer registers, the others with 232) make its table, the fastest passing one in bold.
+# A suffix on a stage 13 candidate (+np, the one-block-per-tile grid it no longer has, or stage
+# 10's +st16) is an error that names the candidate and the shape's fields.
+py_case docs_tune_block_stage13 <<'PY'
 data = fixture_data()
 path, rows = data.tune
-def as13(r, suffix):
+def as13(r, suffix=""):
     cand = r["name"].split(" ", 1)[1]
-    stages = cand.replace("+st16", "").split("x")[-1]
-    return dict(r, kernel="kernel13", name=f"kernel13_overlap 128x96x2x240x{stages}x1x0x1" + (suffix if cand.endswith("+st16") else ""))
+    m, n, wg, _, stages = cand.replace("+st16", "").split("x")
+    regs = 240 if cand.endswith("+st16") else 232
+    return dict(r, kernel="kernel13", name=f"kernel13_overlap {m}x{n}x{wg}x{regs}x{stages}x1{suffix}")
 k10 = [r for r in rows if r["kernel"] == "kernel10"]
-data.tune = (path, rows + [as13(r, "+np") for r in k10])
+data.tune = (path, rows + [as13(r) for r in k10])
 out = render("<!-- TUNE:13 -->\n<!-- /TUNE -->", data=data)
-assert "| candidate (M x N x consumer warpgroups x consumer registers x stages x blocks/SM x exp split x S ahead) | grid |" in out, out
-assert "| 128x96x2x240x3x1x0x1 | one block per tile |" in out and "| persistent |" in out.replace("**", ""), out
-data.tune = (path, rows + [as13(r, "+st16") for r in k10])
-fails("<!-- TUNE:13 -->\n<!-- /TUNE -->", "+st16", "+np", data=data)
+want = """<!-- TUNE:13 -->
+| head_dim | candidate (M x N x consumer warpgroups x consumer registers x stages x blocks/SM) | non-causal | causal |
+|---|---|---:|---:|
+| 128 | **128x128x2x232x3x1** | **500.0** | **470.0** |
+| 128 | 128x128x2x240x3x1 | 490.0 | 460.0 |
+| 128 | 128x128x2x232x2x1 | 530.0 (check fail) | 480.0 (check fail) |
+| 64 | 128x64x2x232x3x1 | 420.0 | 400.0 |
+| 64 | **128x64x2x240x3x1** | **430.0** | **395.0** |
+
+(`make tune K=13` on the FIXTURE GPU, commit def5678;"""
+assert out.startswith(want), out
+for suffix in ("+np", "+st16"):
+    data.tune = (path, rows + [as13(r, suffix=suffix) for r in k10])
+    fails("<!-- TUNE:13 -->\n<!-- /TUNE -->", "128x128x2x232x3x1" + suffix, "blocks/SM", data=data)
 PY
 
 # No stage 09 candidates in the tune CSV, a stage tools/tune.sh does not tune, a marker without a
@@ -130,21 +148,63 @@ data.tune = (TMP + "/none.csv", None)
 fails("<!-- TUNE:10 -->\n<!-- /TUNE -->", "none.csv", "stage 10", "make tune K=10", data=data)
 PY
 
-# The wgmma ceiling figures: 929.03 in the fixture; stage 09 at the headline problem 457.51 (49 %),
-# and at d64, 8k, causal 365.92 (39 %). Without a wgmma_peak row: an error that names the row and
-# the page, while the mma.sync figures still work.
+# The wgmma ceiling figures: 929.03 in the fixture; stage 09's median over the fixture's rounds at
+# the headline problem 460.0 (50 % of it), causal 414.0 (45 %), and 71 % of the mma.sync ceiling.
+# A kernel and problem the rounds did not time is an error, never the one run's figure. Without a
+# wgmma_peak row: an error that names the row and the page, while the mma.sync figures still work.
 grep -v ',wgmma_peak,' tests/fixtures/plot_sample.csv >"$TMP/no_wgmma.csv"
 py_case docs_wgmma_figures <<'PY'
 out = render("a <!-- fig wgmmapeak -->x<!-- /fig --> b <!-- fig wgmmapeakpct kernel09 -->x<!-- /fig --> "
-             "c <!-- fig wgmmapeakpct kernel09 sweep/64/8192/causal -->x<!-- /fig --> "
+             "c <!-- fig wgmmapeakpct kernel09 headline/causal -->x<!-- /fig --> "
              "d <!-- fig peakpct kernel09 -->x<!-- /fig -->")
-assert out == ("a <!-- fig wgmmapeak -->929.0<!-- /fig --> b <!-- fig wgmmapeakpct kernel09 -->49 %<!-- /fig --> "
-               "c <!-- fig wgmmapeakpct kernel09 sweep/64/8192/causal -->39 %<!-- /fig --> "
+assert out == ("a <!-- fig wgmmapeak -->929.0<!-- /fig --> b <!-- fig wgmmapeakpct kernel09 -->50 %<!-- /fig --> "
+               "c <!-- fig wgmmapeakpct kernel09 headline/causal -->45 %<!-- /fig --> "
                "d <!-- fig peakpct kernel09 -->71 %<!-- /fig -->"), out
+fails("<!-- fig wgmmapeakpct kernel09 sweep/64/8192/causal -->x<!-- /fig -->", "plot_rounds.csv", "kernel09", "make rounds")
 no_wgmma = fixture_data(TMP + "/no_wgmma.csv")
 for fig in ("wgmmapeak", "wgmmapeakpct kernel09"):
     fails(f"<!-- fig {fig} -->x<!-- /fig -->", "fixture.md", "wgmma_peak", "./run --peak", data=no_wgmma)
 assert render("<!-- fig peak -->x<!-- /fig -->", no_wgmma) == "<!-- fig peak -->646.0<!-- /fig -->"
+PY
+
+# Ratios come from the rounds, as the median of the per-round ratios, and the one run's TFLOP/s only
+# through "onerun": in the fixture's rounds kernel09 / fa2 at the headline is a median of per-round
+# ratios that differs from the ratio of the medians.
+py_case docs_ratio_figures_from_rounds <<'PY'
+import statistics
+data = fixture_data()
+r = data.rounds[1]
+h = results_md.headline()
+per_round = [a / b for a, b in zip(r._tflops("kernel09", h), r._tflops("fa2", h))]
+want = f"{statistics.median(per_round):.2f}x"
+assert want != f"{r.medians('kernel09', h) / r.medians('fa2', h):.2f}x", "the fixture does not separate the two"
+assert render("<!-- fig ratio kernel09 fa2 -->x<!-- /fig -->") == f"<!-- fig ratio kernel09 fa2 -->{want}<!-- /fig -->"
+assert render("<!-- fig onerun kernel09 -->x<!-- /fig -->") == \
+    f"<!-- fig onerun kernel09 -->{data.tflops('kernel09', h):.1f}<!-- /fig -->"
+fails("<!-- fig ratio kernel09 fa2 sweep/64/8192 -->x<!-- /fig -->", "kernel09", "make rounds")
+PY
+
+# REPRO: the same commit's two measurements, per kind of ratio the largest and the median
+# difference; a second measurement 2 % off everywhere but one ratio 5 % off gives that 5 % and names
+# the stage; without a second measurement, an error that says how to make one.
+py_case docs_repro_block <<'PY'
+import csv
+from contract import CSV_COLUMNS
+data = fixture_data()
+again = TMP + "/again.csv"
+with open(ROUNDS) as f, open(again, "w", newline="") as g:
+    w = csv.writer(g)
+    w.writerow(CSV_COLUMNS)
+    for row in csv.DictReader(f):
+        scale = 1.05 if (row["kernel"] == "kernel05" and row["causal"] == "1") else 1.02 if row["kernel"].startswith("kernel") else 1.0
+        row["tflops"] = f"{float(row['tflops']) * scale:.2f}"
+        w.writerow([row[c] for c in CSV_COLUMNS])
+data.again = (again, Rounds.from_csv(again))
+out = results_md.repro_block(data)
+assert "| / FA2 | headline | 1 |" in out and "| 5.0 % | kernel05 |" in out, out
+assert "the largest difference is 5.0 %" in out, out
+data.again = None
+fails("<!-- REPRO -->\n<!-- /REPRO -->", "ROUNDS_TAG=_again", data=data)
 PY
 
 # AB:NN,COMMIT: each variant over the base, per sweep point, the median of the per-round ratios; a variant

@@ -39,13 +39,16 @@ have_matplotlib=1
 name=plot_fixture_pngs
 if [ $have_matplotlib = 0 ]; then
     for name in plot_fixture_pngs plot_last_row_wins plot_without_fa2 plot_no_data plot_hopper_track \
-                plot_unknown_stage; do
+                plot_unknown_stage plot_fa3_drawn plot_without_fa3 plot_e4m3_ignored plot_rounds_ladder \
+                plot_rounds_found; do
         skip $name "matplotlib cannot be imported"
     done
 else
     run_plot $FIXTURES/plot_sample.csv --out-dir "$TMP/png"
     if [ $rc -ne 0 ]; then
         bad $name "exit code $rc: $(tail -n 3 "$TMP/out" | tr '\n' ' ')"
+    elif ! grep -q "headline ladder, one run (make bench)" "$TMP/out"; then
+        bad $name "without rounds beside the CSV the ladder is not the one run: $(head -n 1 "$TMP/out")"
     elif ! is_png "$TMP/png/plot_sample_ladder.png"; then
         bad $name "plot_sample_ladder.png missing or not a PNG"
     elif ! is_png "$TMP/png/plot_sample_sweep.png"; then
@@ -132,17 +135,272 @@ PY
     else
         bad $name "exit code $rc, expected 0 and a warning naming kernel09: $(head -n 2 "$TMP/out" | tr '\n' ' ')"
     fi
+
+    # The checks below look at the figures themselves: figs.draw() runs plot.py's drawing functions
+    # and hands back the figures where plot.py would close them.
+    cat >"$TMP/figs.py" <<'PY'
+import os, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+sys.path.insert(0, "plots")
+import plot
+
+def draw(csv_path, stages, out, rounds=None):
+    """(ladder figure or None, sweep figure or None, Results)."""
+    os.makedirs(out, exist_ok=True)
+    figures = []
+    close = plt.close
+    plt.close = figures.append
+    try:
+        results = plot.Results(plot.parse_csv(csv_path), stages)
+        ladder = plot.draw_ladder(results, os.path.join(out, "ladder.png"),
+                                  plot.Rounds.from_csv(rounds) if rounds else None)
+        ladder = figures[-1] if ladder else None
+        sweep = figures[-1] if plot.draw_sweep(results, os.path.join(out, "sweep.png")) else None
+    finally:
+        plt.close = close
+    return ladder, sweep, results
+
+def texts(fig):
+    """Every text of a figure: titles, labels, legend entries, annotations."""
+    return [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+
+def lines_of(ax, color):
+    return [l for l in ax.get_lines() if matplotlib.colors.to_hex(l.get_color()) == color]
+PY
+    export FIGS_DIR="$TMP"
+
+    # FA3 with rows: a line in the ladder at its headline TFLOP/s, each bar's ratio to it, and a
+    # line in every sweep panel through its points, each under the label "FlashAttention-3".
+    name=plot_fa3_drawn
+    if out=$("$PYTHON" - "$FIXTURES/plot_sample.csv" "$TMP/stages" "$TMP/fa3" <<'PY' 2>&1
+import os, sys
+sys.path.insert(0, os.environ["FIGS_DIR"])
+from figs import draw, lines_of, plot, texts
+csv_path, stages, out = sys.argv[1:]
+ladder, sweep, results = draw(csv_path, stages, out)
+color = plot.REFERENCE_STYLE["fa3"][1]
+ax = ladder.axes[0]
+legend = [t.get_text() for t in ax.get_legend().get_texts()]
+assert "FlashAttention-3: 480.0 TFLOP/s" in legend, legend
+assert [list(l.get_ydata()) for l in lines_of(ax, color)] == [[480.0, 480.0]], "no FA3 line at 480"
+labels = [t.get_text() for t in ax.texts if "FA2" in t.get_text()]
+assert "262.4\n75% of FA2\n0.55\u00d7 FA3" in labels, labels  # kernel05: 262.4 / 480
+assert all(l.endswith("\u00d7 FA3") for l in labels), labels
+assert "FlashAttention-3" in [t.get_text() for t in sweep.legends[0].get_texts()]
+want = {(d, c): sorted((r["seqlen_q"], r["tflops"]) for r in plot.parse_csv(csv_path)
+                       if r["kernel"] == "fa3" and r["dtype"] == "bf16" and r["head_dim"] == d
+                       and r["causal"] == c and r["batch"] * r["seqlen_q"] == 65536)
+        for d in (64, 128) for c in (0, 1)}
+for ax, key in zip(sweep.axes, sorted(want)):
+    got = [sorted(zip(l.get_xdata(), l.get_ydata())) for l in lines_of(ax, color)]
+    assert got == [want[key]], (key, got, want[key])
+PY
+    ); then
+        ok $name
+    else
+        bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+
+    # Without FA3 rows (the CSVs before FA3): the plots as before, no FA3 anywhere.
+    name=plot_without_fa3
+    grep -v ',fa3,' $FIXTURES/plot_sample.csv >"$TMP/nofa3.csv"
+    run_plot "$TMP/nofa3.csv" --out-dir "$TMP/nofa3"
+    if [ $rc -ne 0 ] || ! is_png "$TMP/nofa3/nofa3_ladder.png" || ! is_png "$TMP/nofa3/nofa3_sweep.png"; then
+        bad $name "exit code $rc, expected 0 and both PNGs: $(tail -n 2 "$TMP/out" | tr '\n' ' ')"
+    elif grep -q "FA3" "$TMP/out"; then
+        bad $name "the summary speaks of FA3 without FA3 rows"
+    elif out=$("$PYTHON" - "$TMP/nofa3.csv" "$TMP/stages" "$TMP/nofa3py" <<'PY' 2>&1
+import os, sys
+sys.path.insert(0, os.environ["FIGS_DIR"])
+from figs import draw, lines_of, plot, texts
+ladder, sweep, _ = draw(*sys.argv[1:])
+for fig in (ladder, sweep):
+    assert not [t for t in texts(fig) if "FA3" in t or "FlashAttention-3" in t], texts(fig)
+    assert not any(lines_of(ax, plot.REFERENCE_STYLE["fa3"][1]) for ax in fig.axes)
+assert "262.4\n75% of FA2" in [t.get_text() for t in ladder.axes[0].texts]
+PY
+    ); then
+        ok $name
+    else
+        bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+
+    # The fixture's FA3 fp8 rows (dtype e4m3, 1100-1190 TFLOP/s at the headline and sweep shapes)
+    # must not reach the bf16 figures: both figures are the same as without those rows (every
+    # line, bar, label and axis), no line goes that high, and FA3's lines hold its bf16 points only.
+    name=plot_e4m3_ignored
+    if out=$("$PYTHON" - "$FIXTURES/plot_sample.csv" "$TMP/stages" "$TMP/e4m3" <<'PY' 2>&1
+import os, sys
+sys.path.insert(0, os.environ["FIGS_DIR"])
+from figs import draw, lines_of, plot, texts
+csv_path = sys.argv[1]
+rows = plot.parse_csv(csv_path)
+fp8 = [r["tflops"] for r in rows if r["dtype"] == "e4m3"]
+assert len(fp8) == 14 and min(fp8) >= 1100, "the fixture lost its e4m3 rows"
+ladder, sweep, _ = draw(csv_path, *sys.argv[2:])
+bf16_only = os.path.join(sys.argv[3], "bf16.csv")
+with open(csv_path) as f, open(bf16_only, "w") as g:
+    g.writelines(line for line in f if ",e4m3," not in line)
+ladder0, sweep0, _ = draw(bf16_only, sys.argv[2], sys.argv[3] + "0")
+def content(fig):
+    return [(ax.get_ylim(), [(list(l.get_xdata()), list(l.get_ydata())) for l in ax.get_lines()],
+             [p.get_height() for p in ax.patches], [t.get_text() for t in ax.texts]) for ax in fig.axes]
+assert content(ladder) == content(ladder0), "the e4m3 rows change the ladder"
+assert content(sweep) == content(sweep0), "the e4m3 rows change the sweep"
+for fig in (ladder, sweep):
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            assert max(line.get_ydata(), default=0) < 1000, ("a line through e4m3 values", line.get_label())
+    for t in texts(fig):
+        assert not any(v in t for v in ("1190", "1150", "fp8", "e4m3")), t
+color = plot.REFERENCE_STYLE["fa3"][1]
+assert [list(l.get_ydata()) for l in lines_of(ladder.axes[0], color)] == [[480.0, 480.0]]
+bf16_points = sum(1 for r in rows if r["kernel"] == "fa3" and r["dtype"] == "bf16"
+                  and r["batch"] * r["seqlen_q"] == 65536)
+assert sum(len(l.get_xdata()) for ax in sweep.axes for l in lines_of(ax, color)) == bf16_points
+PY
+    ); then
+        ok $name
+    else
+        bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+
+    # --rounds: the bars are each stage's median over the rounds, the labels the medians of the
+    # per-round ratios to FA2 and FA3 (computed here from the rows, independently of plot.Rounds),
+    # the reference lines the references' medians, the ceilings the benchmark CSV's, the title
+    # names the rounds. The fixture moves FA2's and FA3's rounds so that for kernel02, 04, 05, 08
+    # and 09 the median of the ratios differs from the ratio of the medians even as rounded in the
+    # labels. The sweep stays the benchmark CSV's one run (the rounds' sweep rows, 666-889
+    # TFLOP/s, are not in it). Also plot.Rounds' interface, which tools/results_md.py uses.
+    name=plot_rounds_ladder
+    if out=$("$PYTHON" - "$FIXTURES/plot_sample.csv" "$TMP/stages" "$TMP/rounds" "$FIXTURES/plot_rounds.csv" <<'PY' 2>&1
+import os, statistics, sys
+sys.path.insert(0, os.environ["FIGS_DIR"])
+from figs import draw, lines_of, plot, texts
+csv_path, stages, out, rounds_path = sys.argv[1:]
+ladder, sweep, results = draw(csv_path, stages, out, rounds_path)
+series = {}
+for r in plot.parse_csv(rounds_path):
+    if plot.problem_key(r) == plot.HEADLINE:
+        series.setdefault(r["kernel"], []).append(r["tflops"])
+assert {len(v) for v in series.values()} == {3}
+median = {k: statistics.median(v) for k, v in series.items()}
+def of(k, ref):
+    return statistics.median(a / b for a, b in zip(series[k], series[ref]))
+def label(k, fa2, fa3):
+    return f"{median[k]:.1f}\n{100 * fa2:.0f}% of FA2\n{fa3:.2f}\u00d7 FA3"
+stages_in_order = ["kernel01", "kernel02", "kernel04", "kernel05", "kernel08", "kernel09"]
+ax = ladder.axes[0]
+assert [p.get_height() for p in ax.patches] == [median[k] for k in stages_in_order]
+want = [label(k, of(k, "fa2"), of(k, "fa3")) for k in stages_in_order]
+want[2] = "FAIL\n" + want[2]  # kernel04 failed its check in the benchmark run
+got = [t.get_text() for t in ax.texts if "FA2" in t.get_text()]
+assert got == want, (got, want)
+differ = [k for k in stages_in_order if label(k, of(k, "fa2"), of(k, "fa3"))
+          != label(k, median[k] / median["fa2"], median[k] / median["fa3"])]
+assert differ == ["kernel02", "kernel04", "kernel05", "kernel08", "kernel09"], ("fixture", differ)
+for kernel, value in (("fa2", 350.0), ("cudnn", 600.0), ("fa3", 500.0), (plot.MMA_PEAK, 646.0),
+                      (plot.WGMMA_PEAK, 929.03)):
+    assert [list(l.get_ydata()) for l in lines_of(ax, plot.REFERENCE_STYLE[kernel][1])] == [[value, value]], kernel
+assert "median of 3 alternating rounds" in ax.get_title(), ax.get_title()
+assert "one run (make bench)" in sweep.texts[0].get_text(), sweep.texts[0].get_text()
+rounds_sweep = {r["tflops"] for r in plot.parse_csv(rounds_path) if plot.problem_key(r) != plot.HEADLINE}
+assert not rounds_sweep & {y for a in sweep.axes for l in a.get_lines() for y in l.get_ydata()}
+# The number of rounds in the title is the fewest any drawn kernel has.
+rows = plot.parse_csv(rounds_path)
+last_cudnn = max(i for i, r in enumerate(rows) if r["kernel"] == "cudnn" and plot.problem_key(r) == plot.HEADLINE)
+_, _, source, _ = plot.ladder_data(results, plot.Rounds(rows[:last_cudnn] + rows[last_cudnn + 1:]))
+assert source.startswith("median of 2 alternating rounds"), source
+# plot.Rounds, as tools/results_md.py calls it.
+rounds = plot.Rounds(rows)
+assert rounds.rows == rows and len(rounds.series[("kernel05", plot.HEADLINE)]) == 3
+assert rounds.rounds("kernel05", plot.HEADLINE) == 3 and rounds.rounds("kernel03", plot.HEADLINE) == 0
+assert rounds.medians("kernel05", plot.HEADLINE) == 260.0 and rounds.medians("kernel03", plot.HEADLINE) is None
+assert abs(rounds.ratio("kernel05", "fa2", plot.HEADLINE) - 0.8) < 1e-12  # 300/350, 240/300, 260/400
+assert rounds.ratio("kernel05", "kernel03", plot.HEADLINE) is None
+sweep_point = ("bf16", 128, 32, 32, 512, 512, 64, 0)
+assert rounds.medians("kernel08", sweep_point) == 778.7 and rounds.rounds("fa3", sweep_point) == 0
+PY
+    ); then
+        ok $name
+    else
+        bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+
+    # make plot gives no --rounds: beside plots/<stem>.csv the ladder takes the newest
+    # rounds/<stem>_*.csv by the dates inside (here def5678's, not the older file touched last),
+    # never an _again.csv (the later second measurement); --rounds overrides, --no-rounds draws the
+    # one run, a rounds file without headline rows leaves the one run, and --rounds is refused with
+    # several CSVs. The sweep is the same PNG with rounds and without.
+    name=plot_rounds_found
+    mkdir -p "$TMP/auto/rounds"
+    cp $FIXTURES/plot_sample.csv "$TMP/auto/plot_sample.csv"
+    cp $FIXTURES/plot_rounds.csv "$TMP/auto/rounds/plot_sample_def5678.csv"
+    "$PYTHON" - $FIXTURES/plot_rounds.csv "$TMP/auto/rounds" <<'PY'
+import csv, sys
+src, out = sys.argv[1:]
+rows = list(csv.reader(open(src)))
+def variant(path, factor, date):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(rows[0])
+        for r in rows[1:]:
+            r = list(r)
+            if r[1] == "kernel05":
+                r[14] = f"{float(r[14]) * factor:.2f}"
+            r[19] = date
+            w.writerow(r)
+variant(f"{out}/plot_sample_0ld0000.csv", 0.5, "2026-11-01T00:00:00Z")        # older measurement
+variant(f"{out}/plot_sample_def5678_again.csv", 2.0, "2026-12-02T00:00:00Z")  # the second one
+with open(f"{out}/plot_sample_sweeponly.csv", "w", newline="") as f:      # no headline row
+    w = csv.writer(f)
+    w.writerow(rows[0])
+    w.writerows(r for r in rows[1:] if r[7] == "512")
+PY
+    touch -d '2026-12-05' "$TMP/auto/rounds/plot_sample_0ld0000.csv"
+    sweeponly="$TMP/auto/rounds/plot_sample_sweeponly.csv"
+    touch -d '2026-11-01' "$sweeponly"  # its dates are the oldest too
+    why=""
+    run_plot "$TMP/auto/plot_sample.csv" --out-dir "$TMP/auto/png"
+    if [ $rc -ne 0 ] || ! grep -q "median of 3 alternating rounds at def5678 (make rounds), .*rounds/plot_sample_def5678.csv" "$TMP/out" \
+        || ! grep -q "kernel05_swizzle *260.0 TFLOP/s *80.0% of FA2 *0.571x FA3" "$TMP/out"; then
+        why="found rounds: exit code $rc: $(head -n 1 "$TMP/out")"
+    fi
+    run_plot "$TMP/auto/plot_sample.csv" --out-dir "$TMP/auto/png" --rounds "$TMP/auto/rounds/plot_sample_0ld0000.csv"
+    if [ $rc -ne 0 ] || ! grep -q "plot_sample_0ld0000.csv" "$TMP/out" || ! grep -q "kernel05_swizzle *130.0" "$TMP/out"; then
+        why="$why; --rounds FILE: exit code $rc: $(head -n 1 "$TMP/out")"
+    fi
+    cp "$TMP/auto/png/plot_sample_sweep.png" "$TMP/auto/sweep_with_rounds.png"
+    run_plot "$TMP/auto/plot_sample.csv" --out-dir "$TMP/auto/png" --no-rounds
+    if [ $rc -ne 0 ] || ! grep -q "headline ladder, one run (make bench)" "$TMP/out" || ! grep -q "kernel05_swizzle *262.4" "$TMP/out"; then
+        why="$why; --no-rounds: exit code $rc: $(head -n 1 "$TMP/out")"
+    elif ! cmp -s "$TMP/auto/png/plot_sample_sweep.png" "$TMP/auto/sweep_with_rounds.png"; then
+        why="$why; the sweep differs with the rounds found: it is the benchmark CSV's alone"
+    fi
+    run_plot "$TMP/auto/plot_sample.csv" --out-dir "$TMP/auto/png" --rounds "$sweeponly"
+    if [ $rc -ne 0 ] || ! grep -q "holds no stage at the headline problem" "$TMP/out" || ! grep -q "kernel05_swizzle *262.4" "$TMP/out"; then
+        why="$why; rounds without headline rows: exit code $rc: $(head -n 1 "$TMP/out")"
+    fi
+    run_plot "$TMP/auto/plot_sample.csv" $FIXTURES/plot_sample.csv --rounds $FIXTURES/plot_rounds.csv
+    if [ $rc -ne 2 ]; then
+        why="$why; --rounds with two CSVs: exit code $rc, expected 2"
+    fi
+    if [ -z "$why" ]; then ok $name; else bad $name "${why#; }"; fi
 fi
 
-# --- the README's results table (tools/results_md.py) takes the new stage and the wgmma ceiling --
+# --- the README's results table (tools/results_md.py, from the rounds) takes the new stage and the
+# wgmma ceiling
 name=results_table_hopper_track
-if out=$("$PYTHON" - "$FIXTURES/plot_sample.csv" "$TMP/stages" <<'PY' 2>&1
+if out=$("$PYTHON" - "$FIXTURES/plot_sample.csv" "$TMP/stages" "$FIXTURES/plot_rounds.csv" <<'PY' 2>&1
 import functools, sys
 sys.path.insert(0, "tools")
 import results_md  # puts plots/ on the path
 import plot
-csv_path, stages = sys.argv[1:]
+csv_path, stages, rounds = sys.argv[1:]
 results_md.Results = functools.partial(plot.Results, stage_root=stages)  # the fixture's stage tree
+results_md.find_rounds = lambda _: (rounds, plot.Rounds.from_csv(rounds))  # the fixture's rounds, not plots/rounds/
 rows = results_md.ladder_table(results_md.Data(csv_path)).splitlines()
 first = [r.split(" |")[0] for r in rows]
 at = first.index("| *Hopper track (sm_90a)*")
@@ -204,11 +462,12 @@ elif out=$("$PYTHON" - <<'PY' 2>&1
 import sys
 sys.path.insert(0, "plots")
 from plot import MMA_PEAK, WGMMA_PEAK, reference_label, stage_styles
-stages = [f"kernel{i:02d}" for i in range(1, 14)]
+stages = [f"kernel{i:02d}" for i in range(1, 16)]  # 13 stages, and room for 14 and 15
 styles = stage_styles(stages)
 assert stage_styles(["kernel05"])["kernel05"] == styles["kernel05"], "a stage's style depends on the others"
-assert len({c for c, _ in styles.values()}) == 13, "13 stages do not get 13 colours"
-assert len(set(styles.values())) == 13, "two stages share colour and marker"
+assert len({c for c, _ in styles.values()}) == 15, "15 stages do not get 15 colours"
+assert len({m for _, m in styles.values()}) == 15, "15 stages do not get 15 markers"
+assert all(m not in ("x", "X") for _, m in styles.values()), "x marks a failed check"
 label = reference_label(MMA_PEAK, 648.0, 0, ["kernel01", "kernel08"])
 assert label == "ceiling of stages 01\u201308 (mma.sync): 648 TFLOP/s", label
 assert reference_label(MMA_PEAK, 648.0, 0, []) == "mma.sync ceiling: 648 TFLOP/s"
@@ -218,5 +477,68 @@ PY
     ok $name
 else
     bad $name "$out"
+fi
+
+# --- the palette: every two colours of the figures told apart ---------------------------------------
+# The colour science first (sRGB -> CIELAB against known values, CIEDE2000 against pairs of Sharma,
+# Wu and Dalal's test data), then every pair of stage and reference colours (but the two red
+# ceilings) at least PALETTE_MIN_DELTA_E apart, no near-white or pale yellow colour, and, as a
+# control that the check can fail, the palette before FA3 (tab10 and five extras, whose stages
+# 05/13, 06/12 and 07/10 looked alike) below both thresholds.
+name=plot_palette
+if out=$("$PYTHON" - <<'PY' 2>&1
+import math, sys
+sys.path.insert(0, "plots")
+import plot
+def close(a, b, tol):
+    return all(abs(x - y) < tol for x, y in zip(a, b))
+assert close(plot.srgb_to_lab("#ffffff"), (100, 0, 0), 1e-3), plot.srgb_to_lab("#ffffff")
+assert close(plot.srgb_to_lab("#ff0000"), (53.24, 80.09, 67.20), 0.01), plot.srgb_to_lab("#ff0000")
+assert close(plot.srgb_to_lab("#0000ff"), (32.30, 79.19, -107.86), 0.01), plot.srgb_to_lab("#0000ff")
+assert close(plot.srgb_to_lab("#808080"), (53.59, 0, 0), 0.01), plot.srgb_to_lab("#808080")
+sharma = [((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425),
+          ((50, 3.1571, -77.2803), (50, 0, -82.7485), 2.8615),
+          ((50, 0, 0), (50, -1, 2), 2.3669),
+          ((50, 2.5, 0), (73, 25, -18), 27.1492),
+          ((50, 2.5, 0), (61, -5, 29), 22.8977),
+          ((50, 2.5, 0), (56, -27, -3), 31.9030),
+          ((50, 2.5, 0), (58, 24, 15), 19.4535)]
+for lab1, lab2, want in sharma:
+    for a, b in ((lab1, lab2), (lab2, lab1)):
+        got = plot.delta_e2000(a, b)
+        assert abs(got - want) < 1e-4, (a, b, got, want)
+assert plot.delta_e76((50, 2.5, 0), (58, 24, 15)) == math.sqrt(8 ** 2 + 21.5 ** 2 + 15 ** 2)
+
+assert len(plot.STAGE_COLORS) == 15 and len(set(plot.STAGE_COLORS)) == 15
+for kernel in plot.TIMED + (plot.MMA_PEAK, plot.WGMMA_PEAK):
+    assert kernel in plot.REFERENCE_STYLE, kernel
+assert plot.REFERENCE_STYLE["fa3"][0] == "FlashAttention-3"
+styles = [style for _, _, style in plot.REFERENCE_STYLE.values()]
+assert len(set(map(str, styles))) == len(styles) - 1, "only FA2 and cuDNN share a dash pattern"
+pairs = plot.palette_pairs()
+assert len(pairs) == 20 * 19 // 2 - 1, len(pairs)  # 15 stages and 5 references, less the ceilings' pair
+worst = plot.palette_min_delta_e()
+for metric, minimum in plot.PALETTE_MIN_DELTA_E.items():
+    assert worst[metric][0] >= minimum, (metric, worst[metric], minimum)
+for n, color in enumerate(plot.STAGE_COLORS + [plot.REFERENCE_STYLE["fa3"][1]], 1):
+    L, a, b = plot.srgb_to_lab(color)
+    hue = math.degrees(math.atan2(b, a)) % 360
+    assert L <= 80, (n, color, "too light: it vanishes on white")
+    assert not (L > 70 and 70 <= hue <= 110), (n, color, "a pale yellow")
+print(" ".join(f"{m} {v[0]:.1f} ({v[1]} / {v[2]})" for m, v in worst.items()))
+
+old = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+       "#393b79", "#e7ba52", "#00876c", "#7b4173", "#8c6d31"]  # tab10 less red and gray, then five
+labs = [plot.srgb_to_lab(c) for c in old]
+for metric, f in (("cie76", plot.delta_e76), ("ciede2000", plot.delta_e2000)):
+    smallest = min(f(labs[i], labs[j]) for i in range(13) for j in range(i + 1, 13))
+    assert smallest < plot.PALETTE_MIN_DELTA_E[metric], (metric, "the old palette passes", smallest)
+    assert plot.palette_min_delta_e(old)[metric][0] < plot.PALETTE_MIN_DELTA_E[metric]
+PY
+); then
+    ok $name
+    echo "  smallest differences: $out"
+else
+    bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
 fi
 finish

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# All the GPU work of one sitting at a GPU machine in one command: build for the present card, then
-# the steps named on the command line, each under a time limit, logging to $OUT (default build/gpu).
+# A whole measuring session on a GPU in one command: build for the present card, then the steps
+# named on the command line, each under a time limit, logging to $OUT (default build/gpu).
 #   build      make all for the present GPU's architecture only (ARCH=here: quicker)
 #   units      build/hopper_units: the Hopper instruction wrappers alone (skips off Hopper)
 #   test       make test (CPU tests, instruction checks, GPU correctness matrix, sanitizer, API)
-#   matrix     the correctness matrix alone, every stage
+#   matrix     the correctness matrix alone, every stage (MATRIX_STAGE=13: that stage only)
+#   sanitize   make sanitize: compute-sanitizer memcheck, racecheck, synccheck, initcheck
+#              (SANITIZER_STAGES="13": those stages only, default every stage)
+#   api        tests/test_api.py: the C API through ctypes, its GPU checks included
 #   nokey      the no-key problem (causal, whole query tiles that see no key, filling the GPU): ten
 #              runs of every stage at head_dim 64 and 128, then racecheck on it for each
 #   peak       ./run --peak into the CSV
-#   reference  FA2 and cuDNN through PyTorch into the CSV (headline + sweep)
+#   reference  FA2, cuDNN and (where it imports) FA3 through PyTorch into the CSV (headline + sweep)
+#   rounds     make rounds: every stage and reference at the headline, the last stage of each track and
+#              the references over the sweep, in ROUNDS alternating rounds (default 3), into
+#              plots/rounds/<gpu>_<commit>.csv: the rows every ratio of README and docs comes from
+#   again      the same into plots/rounds/<gpu>_<commit>_again.csv: a second measurement of the same
+#              commit, which the reproducibility table of docs/measuring.md compares with the first
 #   bench      make bench into the CSV
 #   tune       make tune, its rows kept in plots/tune/<gpu>.csv (TUNE_K=NN picks the stage, default 08)
 #   repeat     two stages' sweeps timed alternately, REPEAT="10 09" (stage numbers, or fa2 for
@@ -64,10 +72,14 @@ for s in "$@"; do
     build)     step build 300 $MAKE -j16 all ;;
     units)     step units 120 build/hopper_units; grep -E '^(PASS|FAIL|SKIP):' "$LOG" | tail -n 24 ;;
     test)      step test 540 $MAKE test; tail -n 1 "$LOG" ;;
-    matrix)    step matrix 300 build/allstages --stage all --matrix; grep -E '^(matrix|FAIL)' "$LOG" | tail -n 40 ;;
+    matrix)    step matrix 300 build/allstages --stage "${MATRIX_STAGE:-all}" --matrix; grep -E '^(matrix|FAIL)' "$LOG" | tail -n 40 ;;
+    sanitize)  step sanitize 540 $MAKE sanitize; grep -E '^(FAIL|[0-9]+ passed)' "$LOG" | tail -n 20 ;;
+    api)       step api 300 python3 tests/test_api.py; grep -E '^(FAIL|SKIP)' "$LOG" | tail -n 20 ;;
     nokey)     step nokey 420 bash tools/nokey_check.sh; grep -E '^nokey' "$LOG" | tail -n 40 ;;
     peak)      step peak 60 build/allstages --peak --csv "plots/$(slug).csv" ;;
     reference) step reference 300 env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --csv "plots/$(slug).csv" ;;
+    rounds)    step rounds 540 $MAKE rounds ROUNDS="${ROUNDS:-3}" ;;
+    again)     step again 540 $MAKE rounds ROUNDS="${ROUNDS:-3}" ROUNDS_TAG=_again ;;
     bench)     step bench 540 $MAKE bench ;;
     tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune K="${TUNE_K:-08}" ;;
     repeat)    mkdir -p plots/repeats; step repeat 540 bash -c 'repeat_sweeps "$@"' _ ${REPEAT:-10 09} ;;

@@ -3,7 +3,12 @@
 the CSVs the harness and the tools wrote on the GPU, so that the prose never carries a number
 they did not produce:
 
-  plots/<gpu>.csv           make bench, make reference, ./run --peak   (the benchmark run)
+  plots/<gpu>.csv           make bench, make reference, ./run --peak   (the benchmark run: one run)
+  plots/rounds/<gpu>_<commit>.csv  make rounds                          (every stage and reference
+                            at the headline, the last stage of each track and the references over
+                            the sweep, in alternating rounds: every ratio the text states)
+  plots/rounds/<gpu>_<commit>_again.csv   make rounds ROUNDS_TAG=_again (the same commit measured
+                            a second time in the same call: the reproducibility table)
   plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-10)
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
   plots/repeats/*.csv       two kernels' sweeps timed alternately       (tools/gpu_session.sh repeat)
@@ -11,9 +16,11 @@ they did not produce:
 
 What it fills, between markers that the text keeps:
 
-  <!-- RESULTS --> ... <!-- /RESULTS -->        README: the ladder table and the two plots
+  <!-- RESULTS --> ... <!-- /RESULTS -->        README: the ladder table, the sweep tables of the
+                                                last stage of each track, and the two plots
+  <!-- REPRO --> ... <!-- /REPRO -->            the README's ratios from two measurements of one commit
   <!-- STAGES --> ... <!-- /STAGES -->          the stage table, from the kernelNN_name directories
-  <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN against FA2 over the sweep
+  <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN over the sweep
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
   <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
   <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09; 13,cudnn)
@@ -40,14 +47,14 @@ sys.path.insert(0, os.path.join(ROOT, "plots"))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
 from contract import (HEADLINE, MMA_PEAK, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, WGMMA_PEAK, seqlen_label,  # noqa: E402
                       sweep_problem)
-from plot import HOPPER_TRACK_LABEL, CsvError, Results, parse_csv, usable_tflops  # noqa: E402
+from plot import HOPPER_TRACK_LABEL, CsvError, Results, Rounds, find_rounds, parse_csv, problem_key, usable_tflops  # noqa: E402
 
 
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+) -->.*?"
-    r"<!-- /(RESULTS|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
+    r"<!-- (RESULTS|REPRO|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+) -->.*?"
+    r"<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
 class GenError(Exception):
@@ -79,6 +86,14 @@ class Data:
         self.results = Results(parse_csv(csv_path))
         self.tune = self._optional(os.path.join(ROOT, "plots", "tune", self.slug + ".csv"), parse_csv)
         self.ncu = self._optional(os.path.join(ROOT, "plots", "ncu", self.slug + ".csv"), read_ncu)
+        # The alternating rounds: the latest first measurement (plot.find_rounds: the ladder plot
+        # reads the same file), and the second measurement of the same commit where there is one.
+        self.rounds = find_rounds(csv_path)
+        self.again = None
+        if self.rounds:
+            again = self.rounds[0][:-len(".csv")] + "_again.csv"
+            if os.path.exists(again):
+                self.again = (again, Rounds(parse_csv(again)))
 
     def repeats(self, a, b):
         """The rows of the latest alternating repeat of a against b ("08", "fa2"), and its path. The
@@ -88,7 +103,7 @@ class Data:
         paths = sorted(glob.glob(pattern), key=os.path.getmtime)
         if not paths:
             raise GenError(f"no {os.path.relpath(pattern, ROOT)}: REPEAT=\"{a} {file_b}\" bash tools/gpu_session.sh repeat "
-                           f"writes one on the GPU machine")
+                           f"writes one")
         return parse_csv(paths[-1]), paths[-1]
 
     def ab_dir(self, nn, commit):
@@ -102,6 +117,7 @@ class Data:
     def gpu(self):
         return self.results.gpu_label()
 
+    # -- one benchmark run (make bench): the check column, the ceilings, one-run TFLOP/s --------
     def tflops(self, kernel, problem):
         row = self.results.row(kernel, problem)
         value = usable_tflops(row) if row else None
@@ -121,6 +137,45 @@ class Data:
             raise GenError(f"{self.csv_path} has no {kernel} row (./run --peak writes it, "
                            f"through tools/gpu_session.sh peak; the {WGMMA_PEAK} row only on a Hopper GPU)")
         return value
+
+    # -- the alternating rounds (make rounds): every ratio, and the TFLOP/s quoted with them ------
+    def _rounds(self):
+        if self.rounds is None:
+            raise GenError(f"no plots/rounds/{self.slug}_<commit>.csv: make rounds (tools/gpu_session.sh rounds) "
+                           f"writes the alternating rounds every ratio comes from")
+        return self.rounds
+
+    def rounds_path(self):
+        return os.path.relpath(self._rounds()[0], ROOT)
+
+    def rounds_count(self):
+        return min(self._rounds()[1].rounds(k, p) for (k, p) in self.rounds_keys())
+
+    def rounds_keys(self):
+        keys = {(r["kernel"], problem_key(r)) for r in self._rounds()[1].rows}
+        return sorted(keys, key=str)
+
+    def rounds_commit(self):
+        return ", ".join(self._rounds()[1].commits())
+
+    def has_rounds(self, kernel, problem):
+        return self.rounds is not None and self.rounds[1].rounds(kernel, problem) > 0
+
+    def median(self, kernel, problem, which=None):
+        path, rounds = which or self._rounds()
+        value = rounds.medians(kernel, problem)
+        if value is None:
+            raise GenError(f"{os.path.relpath(path, ROOT)} has no {kernel} rows for {problem} "
+                           f"(make rounds times every stage and reference at the headline, and over the sweep "
+                           f"the last stage of each track and the references)")
+        return value
+
+    def ratio(self, a, b, problem, which=None):
+        """The median over the rounds of a's TFLOP/s over b's in the same round."""
+        path, rounds = which or self._rounds()
+        for k in (a, b):
+            self.median(k, problem, which)
+        return rounds.ratio(a, b, problem)
 
     def ncu_value(self, kernel, metric, problem="headline"):
         path, rows = self.ncu
@@ -172,58 +227,128 @@ def stage_number(kernel):
 # ------------------------------------------------------------------------------------------------
 # Blocks
 
+# The references a ratio is taken against, in the columns' order, and how the tables name them.
+REFERENCES = (("fa2", "FA2"), ("cudnn", "cuDNN"), ("fa3", "FA3"))
+REFERENCE_NAMES = {"fa2": "FlashAttention-2 (PyTorch SDPA flash)", "cudnn": "cuDNN (PyTorch SDPA cudnn)",
+                   "fa3": "FlashAttention-3 (its own kernels, fa3_fwd)"}
+# What the last stage of each track is measured against over the sweep: stages 01-08 follow the
+# chapters towards FlashAttention-2; the Hopper track's bar is FlashAttention-3, with cuDNN beside it.
+TRACK_REFERENCES = {False: ("fa2",), True: ("fa3", "cudnn")}
+
+
+def xr(x):
+    return f"{x:.2f}x"
+
+
+def rounds_references(data, problem):
+    """The references the rounds timed at `problem`, in REFERENCES order."""
+    return [(k, label) for k, label in REFERENCES if data.has_rounds(k, problem)]
+
+
 def ladder_table(data):
-    """Every stage at the headline problem, non-causal and causal, with % of FA2 and the step; the
-    Hopper track after a row that says so, as the ladder plot draws it after a divider."""
+    """Every stage at the headline problem, non-causal and causal, from the alternating rounds: the
+    median TFLOP/s, the median per-round ratio to each reference and to the stage before; the check
+    of the benchmark run; the Hopper track after a row that says so, as the ladder plot draws it."""
     res = data.results
-    lines = ["| stage | TFLOP/s | % of FA2 | vs previous | causal TFLOP/s | causal % of FA2 | check |",
-             "|---|---:|---:|---:|---:|---:|---|"]
-    fa2 = {c: data.tflops("fa2", headline(c)) for c in (0, 1)}
-    prev, hopper_row = None, False
-    for stage in res.stages:
-        r0, r1 = res.row(stage, headline(0)), res.row(stage, headline(1))
-        if r0 is None:
-            continue
+    refs = rounds_references(data, headline(0))
+    half = "TFLOP/s | " + " | ".join(f"/ {label}" for _, label in refs) + " | vs previous"
+    lines = [f"| stage | {half} | causal {half} | check |",
+             "|---|" + "---:|" * (2 * (len(refs) + 2)) + "---|"]
+    stages = [k for k in res.stages if data.has_rounds(k, headline(0))]
+    hopper_row = False
+    for n, stage in enumerate(stages):
         if stage in res.hopper and not hopper_row:
-            lines.append(f"| *{HOPPER_TRACK_LABEL}* | | | | | | |")
+            lines.append(f"| *{HOPPER_TRACK_LABEL}* |" + " |" * (2 * (len(refs) + 2) + 1))
             hopper_row = True
-        t0, t1 = usable_tflops(r0), usable_tflops(r1) if r1 else None
-        step = f"{t0 / prev:.2f}x" if prev and t0 else "-"
-        checks = "/".join(r["check"] for r in (r0, r1) if r)
-        lines.append(f"| {res.names[stage]} | {fmt(t0)} | {pct(t0, fa2[0])} | {step} | {fmt(t1)} | "
-                     f"{pct(t1, fa2[1]) if t1 else '-'} | {checks} |")
-        prev = t0
-    for ref, label in (("fa2", "FlashAttention-2 (PyTorch SDPA flash)"), ("cudnn", "cuDNN (PyTorch SDPA cudnn)")):
-        t0, t1 = data.tflops(ref, headline(0)), data.tflops(ref, headline(1))
-        lines.append(f"| {label} | {fmt(t0)} | {pct(t0, fa2[0])} | | {fmt(t1)} | {pct(t1, fa2[1])} | |")
-    peak = data.ceiling(MMA_PEAK)
-    lines.append(f"| mma.sync m16n8k16 ceiling (`./run --peak`) | {fmt(peak)} | {pct(peak, fa2[0])} | | | | |")
+        cells = []
+        for c in (0, 1):
+            p = headline(c)
+            cells.append(fmt(data.median(stage, p)))
+            cells += [xr(data.ratio(stage, k, p)) for k, _ in refs]
+            cells.append(xr(data.ratio(stage, stages[n - 1], p)) if n > 0 else "-")
+        checks = "/".join(r["check"] for r in (res.row(stage, headline(0)), res.row(stage, headline(1))) if r) or "-"
+        lines.append(f"| {res.names.get(stage, stage)} | " + " | ".join(cells) + f" | {checks} |")
+    for ref, _ in refs:
+        cells = []
+        for c in (0, 1):
+            p = headline(c)
+            cells.append(fmt(data.median(ref, p)))
+            cells += [xr(data.ratio(ref, k, p)) for k, _ in refs]
+            cells.append("")
+        lines.append(f"| {REFERENCE_NAMES[ref]} | " + " | ".join(cells) + " | |")
+    blank = " |" * (2 * (len(refs) + 2) - 1)
+    lines.append(f"| mma.sync m16n8k16 ceiling (`./run --peak`) | {fmt(data.ceiling(MMA_PEAK))} |{blank} |")
     # Only a Hopper GPU measures the wgmma ceiling; its name column says which instruction.
     wgmma = res.ceiling(WGMMA_PEAK)
     if wgmma is not None:
-        lines.append(f"| {res.names[WGMMA_PEAK]} ceiling (`./run --peak`) | {fmt(wgmma)} | {pct(wgmma, fa2[0])} | | | | |")
+        lines.append(f"| {res.names[WGMMA_PEAK]} ceiling (`./run --peak`) | {fmt(wgmma)} |{blank} |")
     return "\n".join(lines)
 
 
 def ladder_intro(data):
-    return (f"Measured on the {data.gpu()} at the headline problem (B16 H16 S4096 D128 bf16), all stages "
-            f"and the references in one benchmark run (`make bench`, `make reference`, `./build/allstages --peak`; "
-            f"rows in `{os.path.relpath(data.csv_path, ROOT)}`):")
+    return (f"Measured on the {data.gpu()} at the headline problem (B16 H16 S4096 D128 bf16), in "
+            f"{data.rounds_count()} alternating rounds in one call (`make rounds`, commit {data.rounds_commit()}; rows in "
+            f"`{data.rounds_path()}`): each round times every stage and reference in turn, TFLOP/s is the median "
+            f"over the rounds, and each ratio the median of the ratios within a round. The check column is the "
+            f"correctness check of the benchmark run (`make bench`, rows in `{os.path.relpath(data.csv_path, ROOT)}`), "
+            f"whose single run also draws the sweep plot; the ceilings come from `./run --peak` in that run.")
 
 
-def sweep_table(data, stage):
-    """One stage against FA2 over the sweep: TFLOP/s and ratio per (head_dim, causal, seqlen)."""
+def track_last_stages(data):
+    """[(stage, is_hopper)] for the last stage of each track that the rounds timed over the whole sweep."""
+    res = data.results
+    out = []
+    for hopper in (False, True):
+        track = [k for k in res.stages if (k in res.hopper) == hopper
+                 and all(data.has_rounds(k, sweep_problem(s, d, c)) for s in SWEEP_SEQLENS for d in SWEEP_HEAD_DIMS for c in (0, 1))]
+        if track:
+            out.append((track[-1], hopper))
+    return out
+
+
+def sweep_rounds_table(data, stage, hopper):
+    """The last stage of a track over the sweep, from the rounds: its median TFLOP/s, and the median
+    per-round ratio to each of its track's references, per (head_dim, causal, seqlen)."""
+    refs = [(k, label) for k, label in REFERENCES if k in TRACK_REFERENCES[hopper]]
+    lines = ["| head_dim | causal | | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
+             "|---|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
+    for d in SWEEP_HEAD_DIMS:
+        for c in (0, 1):
+            points = [sweep_problem(s, d, c) for s in SWEEP_SEQLENS]
+            lines.append(f"| {d} | {c} | TFLOP/s | " + " | ".join(fmt(data.median(stage, p)) for p in points) + " |")
+            for k, label in refs:
+                lines.append(f"| | | / {label} | " + " | ".join(xr(data.ratio(stage, k, p)) for p in points) + " |")
+    return "\n".join(lines)
+
+
+def sweep_intro(data, stage, hopper):
+    refs = " and ".join(label for k, label in REFERENCES if k in TRACK_REFERENCES[hopper])
+    return (f"Stage {stage_number(stage)} over the sweep (B·S = 65536, H·D = 2048, bf16) against {refs}, in the same "
+            f"rounds: TFLOP/s (median), then the median of the per-round ratios:")
+
+
+def sweep_onerun_table(data, stage):
+    """A stage the rounds did not sweep: its TFLOP/s over the sweep in the one benchmark run, and no
+    ratio (between two kernels of one run a ratio moves with the clocks: docs/measuring.md)."""
     lines = ["| head_dim | causal | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
              "|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
     for d in SWEEP_HEAD_DIMS:
         for c in (0, 1):
-            cells = []
-            for s in SWEEP_SEQLENS:
-                problem = sweep_problem(s, d, c)
-                t, f = data.tflops(stage, problem), data.tflops("fa2", problem)
-                cells.append(f"{fmt(t)} ({t / f:.2f}x)")
-            lines.append(f"| {d} | {c} | " + " | ".join(cells) + " |")
+            lines.append(f"| {d} | {c} | " + " | ".join(fmt(data.tflops(stage, sweep_problem(s, d, c))) for s in SWEEP_SEQLENS) + " |")
     return "\n".join(lines)
+
+
+def results_block(data):
+    """README: the ladder, the sweep of the last stage of each track, and the two plots."""
+    parts = [ladder_intro(data), ladder_table(data)]
+    for stage, hopper in track_last_stages(data):
+        parts += [sweep_intro(data, stage, hopper), sweep_rounds_table(data, stage, hopper)]
+    png = f"plots/{data.slug}"
+    parts += [f"![stage ladder]({png}_ladder.png)",
+              f"The ladder plot draws the rounds' medians; the sweep plot below is the one benchmark run "
+              f"(`make bench`, `make reference`), so its lines carry that run's clocks.",
+              f"![TFLOP/s against seqlen]({png}_sweep.png)"]
+    return "\n\n".join(parts)
 
 
 def measured_block(data, nn):
@@ -233,26 +358,90 @@ def measured_block(data, nn):
     stages = [s for s in data.results.stages if s.endswith(nn)]
     if not stages:
         raise GenError(f"{data.csv_path} has no kernel{nn} rows")
-    return (ladder + f"\n\nStage {nn} over the sweep, TFLOP/s and (ratio to FlashAttention-2 in the same run), bf16:"
-            f"\n\n" + sweep_table(data, stages[0]))
+    stage = stages[0]
+    for last, hopper in track_last_stages(data):
+        if last == stage:
+            return ladder + "\n\n" + sweep_intro(data, stage, hopper) + "\n\n" + sweep_rounds_table(data, stage, hopper)
+    return (ladder + f"\n\nStage {nn} over the sweep in the one benchmark run (`make bench`), TFLOP/s; the rounds sweep the "
+            f"last stage of each track only, so no ratio is given here:\n\n" + sweep_onerun_table(data, stage))
+
+
+def readme_ratios(data, which):
+    """{(stage or reference, what, causal): ratio} of every ratio the README's tables state, from
+    one measurement (`which`: data.rounds or data.again)."""
+    res = data.results
+    out = {}
+    refs = rounds_references(data, headline(0))
+    stages = [k for k in res.stages if data.has_rounds(k, headline(0))]
+    for n, stage in enumerate(stages):
+        for c in (0, 1):
+            for k, label in refs:
+                out[(stage, f"/ {label}", c, "headline")] = data.ratio(stage, k, headline(c), which)
+            if n > 0:
+                out[(stage, "vs previous", c, "headline")] = data.ratio(stage, stages[n - 1], headline(c), which)
+    for stage, hopper in track_last_stages(data):
+        for k, label in REFERENCES:
+            if k not in TRACK_REFERENCES[hopper]:
+                continue
+            for d in SWEEP_HEAD_DIMS:
+                for c in (0, 1):
+                    for s in SWEEP_SEQLENS:
+                        out[(stage, f"/ {label}", c, f"d{d} {seqlen_label(s)}")] = data.ratio(stage, k, sweep_problem(s, d, c), which)
+    return out
+
+
+def repro_block(data):
+    """REPRO: the README's ratios from the two measurements of one commit (make rounds, then
+    make rounds ROUNDS_TAG=_again, in one call): per kind of ratio, how far the second lands from the
+    first, at most and at the median."""
+    first = data._rounds()
+    if data.again is None:
+        raise GenError(f"no second measurement beside {data.rounds_path()}: make rounds ROUNDS_TAG=_again "
+                       f"(tools/gpu_session.sh again) writes it, in the same call as the first")
+    a, b = readme_ratios(data, first), readme_ratios(data, data.again)
+    kinds = {}
+    for key in a:
+        stage, what, c, where = key
+        kind = (what, "headline" if where == "headline" else "sweep", c)
+        kinds.setdefault(kind, []).append((abs(b[key] / a[key] - 1), key))
+    lines = ["| ratio | problems | causal | ratios | largest difference | where | median difference |",
+             "|---|---|---|---:|---:|---|---:|"]
+    for (what, where, c), diffs in sorted(kinds.items(), key=lambda kv: (kv[0][1] != "headline", kv[0][0], kv[0][2])):
+        worst, key = max(diffs)
+        at = f"{key[0]}" + ("" if where == "headline" else f", {key[3]}")
+        lines.append(f"| {what} | {where} | {c} | {len(diffs)} | {100 * worst:.1f} % | {at} | "
+                     f"{100 * statistics.median(d for d, _ in diffs):.1f} % |")
+    everything = [abs(b[k] / a[k] - 1) for k in a]
+    worst = max(everything)
+    within = sum(d <= REPRO_TOLERANCE for d in everything)
+    return (f"Commit {data.rounds_commit()}, measured twice in one call, {data.rounds_count()} rounds each "
+            f"(rows in `{data.rounds_path()}` and `{os.path.relpath(data.again[0], ROOT)}`): for each ratio the README states, "
+            f"|second / first - 1|:\n\n" + "\n".join(lines) +
+            f"\n\n{within} of the {len(everything)} ratios agree within {100 * REPRO_TOLERANCE:.0f} %; the largest difference is "
+            f"{100 * worst:.1f} %.")
+
+
+# How close two measurements of one commit must bring every README ratio (the reproducibility table).
+REPRO_TOLERANCE = 0.03
 
 
 def peak_block(data):
     """The mma.sync ceiling against FA2, cuDNN and the last stage it bounds (not a Hopper stage)."""
     peak = data.ceiling(MMA_PEAK)
     last = data.results.mma_stages[-1]
-    parts = [f"{label} {fmt(data.tflops(k, headline()))} ({100 * data.tflops(k, headline()) / peak:.0f} %)"
+    parts = [f"{label} {fmt(data.median(k, headline()))} ({100 * data.median(k, headline()) / peak:.0f} %)"
              for k, label in (("fa2", "FA2"), (last, f"stage {stage_number(last)}"), ("cudnn", "cuDNN"))]
     return (f"`./run --peak` on the {data.gpu()}, in the benchmark run: **{fmt(peak)} TFLOP/s** (mma.sync "
-            f"m16n8k16 bf16, f32 accumulate, registers only). On the headline problem in the same run: "
-            + ", ".join(parts) + ".")
+            f"m16n8k16 bf16, f32 accumulate, registers only). On the headline problem, the medians of the "
+            f"alternating rounds: " + ", ".join(parts) + ".")
 
 
 # What the numbers of a candidate mean, per stage that tools/tune.sh tunes: the template arguments
-# of the stage's TileShape, in order, as the table's column header spells them. Some stages'
-# candidates also make one more choice, named by a suffix of the candidate (TUNE_VARIANTS): stage
-# 10's how O leaves the kernel (TMA store by default, 16-byte stores with +st16), stage 13's grid
-# (persistent by default, one block per query tile with +np); their tables get a column for it.
+# of the stage's TileShape, in order, as the table's column header spells them. A stage's
+# candidates may also make one more choice, named by a suffix of the candidate (TUNE_VARIANTS):
+# stage 10's how O leaves the kernel (TMA store by default, 16-byte stores with +st16); its table
+# gets a column for it. (Rows of older candidates of a stage, from before its TileShape changed,
+# stay in the tune CSV; the tune figure reads one by its full name.)
 CONSUMER_SHAPE = "M x N x consumer warpgroups x consumer registers x stages x blocks/SM"  # stages 11-13
 TUNE_SHAPES = {
     "08": "M x N x warps x blocks/SM",
@@ -260,12 +449,11 @@ TUNE_SHAPES = {
     "10": "M x N x warpgroups x blocks/SM x stages",
     "11": CONSUMER_SHAPE,
     "12": CONSUMER_SHAPE,
-    "13": CONSUMER_SHAPE + " x exp split x S ahead",
+    "13": CONSUMER_SHAPE,
 }
 # stage -> (suffix, column header, {has the suffix: label})
 TUNE_VARIANTS = {
     "10": ("+st16", "O store", {False: "TMA store", True: "16-byte stores"}),
-    "13": ("+np", "grid", {False: "persistent", True: "one block per tile"}),
 }
 
 
@@ -443,41 +631,82 @@ def ncu_block(data, kernels):
 
 # ------------------------------------------------------------------------------------------------
 # Inline figures: <!-- fig WHAT --> ... <!-- /fig -->, WHAT one of
-#   tflops KERNEL [PROBLEM]          339.1           a stage's or a reference's TFLOP/s
-#   ratio KERNEL KERNEL [PROBLEM]    4.22x           the first over the second
-#   pct KERNEL KERNEL [PROBLEM]      53 %            the first as a percentage of the second
-#   peak                             648.0           the mma.sync ceiling (the mma_peak row)
-#   peakpct KERNEL [PROBLEM]         53 %            a kernel's TFLOP/s as a percentage of the ceiling
+#   tflops KERNEL [PROBLEM]          339.1           a stage's or a reference's median TFLOP/s over the rounds
+#   onerun KERNEL [PROBLEM]          339.1           its TFLOP/s in the one benchmark run (make bench)
+#   ratio KERNEL KERNEL [PROBLEM]    4.22x           the first over the second: the median of the per-round ratios
+#   pct KERNEL KERNEL [PROBLEM]      53 %            the same as a percentage
+#   peak                             648.0           the mma.sync ceiling (the mma_peak row of the benchmark run)
+#   peakpct KERNEL [PROBLEM]         53 %            a kernel's median TFLOP/s as a percentage of the ceiling
 #   wgmmapeak                        929.0           the wgmma ceiling (the wgmma_peak row: Hopper only)
-#   wgmmapeakpct KERNEL [PROBLEM]    55 %            a kernel's TFLOP/s as a percentage of the wgmma ceiling
+#   wgmmapeakpct KERNEL [PROBLEM]    55 %            a kernel's median TFLOP/s as a percentage of the wgmma ceiling
 #   ncu KERNEL METRIC [PROBLEM]      7.5 G / 12.6 %  one Nsight Compute counter (of NCU_PROBLEM's rows)
 #   ncuratio KERNEL KERNEL METRIC    8.0x            the first kernel's counter over the second's
-#   sweepratio KERNEL REF D C        0.96x-1.23x     the range of KERNEL / REF over the sweep (D: 64,
-#                                                    128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
-# PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal.
+#   sweepratio KERNEL REF D C        0.96x-1.23x     the range of KERNEL / REF (per-round medians) over the
+#                                                    sweep (D: 64, 128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
+#   ab NN COMMIT VARIANT PROBLEM     1.02x           one point of an AB run: variant / base, median of the rounds
+#   abrange NN COMMIT VARIANT D C    0.97x-1.01x     the range of those over the sweep (D, C and >=1k as above)
+#   tune NN CANDIDATE D C            671.3           a make tune candidate's TFLOP/s (the tuning run's row)
+#   rounds                           3               how many rounds the ratios are medians of
+# PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal. Every ratio comes
+# from alternating rounds (make rounds, make ab): a ratio of two kernels of one run is not a figure.
 
 # The two ceilings of ./run --peak, by figure kind ("peakpct" / "wgmmapeakpct" divide by them):
 # mma.sync's bounds stages 01-08, wgmma's the Hopper track.
 CEILING_FIGURES = {"peak": MMA_PEAK, "wgmmapeak": WGMMA_PEAK}
 
 
+def sweep_points(d, c, rest):
+    min_seqlen = 1024 if ">=1k" in rest else 0
+    return [sweep_problem(s, hd, cc) for hd in SWEEP_HEAD_DIMS if d in ("all", str(hd)) for cc in (0, 1)
+            if c in ("all", str(cc)) for s in SWEEP_SEQLENS if s >= min_seqlen]
+
+
+def ab_ratios(data, nn, commit, variant):
+    """{(head_dim, causal, seqlen): variant / base, the median over the rounds} of one AB run."""
+    directory = data.ab_dir(nn, commit)
+    where = os.path.relpath(directory, ROOT)
+    paths = {name: os.path.join(directory, f"{name}.csv") for name in ("base", variant)}
+    for name, path in paths.items():
+        if not os.path.exists(path):
+            raise GenError(f"no {where}/{name}.csv (make ab K={nn} at {commit} writes its rows)")
+    points = {}
+    for name, path in paths.items():
+        for r in parse_csv(path):
+            points.setdefault((r["head_dim"], r["causal"], r["seqlen_q"]), {}).setdefault(name, []).append(usable_tflops(r))
+    return {key: statistics.median(x / y for x, y in zip(v[variant], v["base"]))
+            for key, v in points.items() if variant in v and "base" in v}
+
+
+def tune_tflops(data, nn, candidate, d, c):
+    path, rows = data.tune
+    if rows is None:
+        raise GenError(f"{path} does not exist (make tune K={nn} writes it)")
+    found = [r for r in rows if r["name"].startswith(f"kernel{nn}_") and r["name"].endswith(" " + candidate)
+             and r["head_dim"] == int(d) and r["causal"] == int(c)]
+    if not found or usable_tflops(found[-1]) is None:
+        raise GenError(f"{path} has no stage {nn} candidate {candidate} at head_dim {d} causal {c}")
+    return usable_tflops(found[-1])
+
+
 def figure(data, what):
     args = what.split()
     kind, rest = args[0], args[1:]
     if kind == "tflops":
+        return fmt(data.median(rest[0], problem_arg(rest[1]) if len(rest) > 1 else headline()))
+    if kind == "onerun":
         return fmt(data.tflops(rest[0], problem_arg(rest[1]) if len(rest) > 1 else headline()))
     if kind == "ratio":
         p = problem_arg(rest[2]) if len(rest) > 2 else headline()
-        return f"{data.tflops(rest[0], p) / data.tflops(rest[1], p):.2f}x"
+        return xr(data.ratio(rest[0], rest[1], p))
     if kind == "pct":
         p = problem_arg(rest[2]) if len(rest) > 2 else headline()
-        return f"{100 * data.tflops(rest[0], p) / data.tflops(rest[1], p):.0f} %"
+        return f"{100 * data.ratio(rest[0], rest[1], p):.0f} %"
     if kind in CEILING_FIGURES:
         return fmt(data.ceiling(CEILING_FIGURES[kind]))
     if kind.endswith("pct") and kind[:-len("pct")] in CEILING_FIGURES:
         ceiling = data.ceiling(CEILING_FIGURES[kind[:-len("pct")]])
         p = problem_arg(rest[1]) if len(rest) > 1 else headline()
-        return f"{100 * data.tflops(rest[0], p) / ceiling:.0f} %"
+        return f"{100 * data.median(rest[0], p) / ceiling:.0f} %"
     if kind == "ncu":
         value, unit, _ = data.ncu_value(rest[0], rest[1], *rest[2:3])
         return f"{value:.1f} %" if unit == "%" else count(value)
@@ -485,11 +714,29 @@ def figure(data, what):
         return f"{data.ncu_value(rest[0], rest[2])[0] / data.ncu_value(rest[1], rest[2])[0]:.1f}x"
     if kind == "sweepratio":
         kernel, ref, d, c = rest[:4]
-        min_seqlen = 1024 if ">=1k" in rest else 0
-        ratios = [data.tflops(kernel, sweep_problem(s, hd, cc)) / data.tflops(ref, sweep_problem(s, hd, cc))
-                  for hd in SWEEP_HEAD_DIMS if d in ("all", str(hd)) for cc in (0, 1) if c in ("all", str(cc))
-                  for s in SWEEP_SEQLENS if s >= min_seqlen]
+        ratios = [data.ratio(kernel, ref, p) for p in sweep_points(d, c, rest)]
         return f"{min(ratios):.2f}x–{max(ratios):.2f}x"
+    if kind == "ab":
+        nn, commit, variant, spec = rest[:4]
+        p = problem_arg(spec)
+        ratios = ab_ratios(data, nn, commit, variant)
+        key = (p[6], p[7], p[4])
+        if key not in ratios:
+            raise GenError(f"the AB run of stage {nn} at {commit} has no {variant} and base rows at {spec}")
+        return xr(ratios[key])
+    if kind == "abrange":
+        nn, commit, variant, d, c = rest[:5]
+        ratios = ab_ratios(data, nn, commit, variant)
+        wanted = [(p[6], p[7], p[4]) for p in sweep_points(d, c, rest)]
+        missing = [k for k in wanted if k not in ratios]
+        if missing:
+            raise GenError(f"the AB run of stage {nn} at {commit} has no {variant} and base rows at {missing[0]}")
+        values = [ratios[k] for k in wanted]
+        return f"{min(values):.2f}x–{max(values):.2f}x"
+    if kind == "tune":
+        return fmt(tune_tflops(data, *rest[:4]))
+    if kind == "rounds":
+        return str(data.rounds_count())
     raise GenError(f"unknown figure '{what}'")
 
 
@@ -537,20 +784,24 @@ def stages_block(in_docs):
 
 
 def measured_line(data, dirname):
-    """The 'Measured:' lines of a stage's header."""
+    """The 'Measured:' lines of a stage's header: the median of the rounds at the headline problem,
+    against its track's bar (FA2 for stages 01-08, FA3 for the Hopper track) and the stage before."""
     kernel = dirname[:8]
     res = data.results
-    if res.row(kernel, headline()) is None:
-        raise GenError(f"{data.csv_path} has no {kernel} row at the headline problem")
-    t0, t1 = data.tflops(kernel, headline(0)), data.tflops(kernel, headline(1))
-    fa2_0, fa2_1 = data.tflops("fa2", headline(0)), data.tflops("fa2", headline(1))
-    text = (f"{data.gpu()}, B16 H16 S4096 D128 bf16 (make bench, commit {data.commit(kernel, headline())}): "
-            f"{fmt(t0)} TFLOP/s ({100 * t0 / fa2_0:.0f}% of FA2)")
-    index = res.stages.index(kernel)
-    if index > 0:
-        prev = res.stages[index - 1]
-        text += f", {t0 / data.tflops(prev, headline()):.2f}x stage {stage_number(prev)}"
-    text += f"; causal {fmt(t1)} ({100 * t1 / fa2_1:.0f}% of FA2)."
+    if not data.has_rounds(kernel, headline()):
+        raise GenError(f"{data.rounds_path()} has no {kernel} rows at the headline problem")
+    bar, bar_label = ("fa3", "FA3") if kernel in res.hopper and data.has_rounds("fa3", headline()) else ("fa2", "FA2")
+    stages = [k for k in res.stages if data.has_rounds(k, headline())]
+    index = stages.index(kernel)
+    halves = []
+    for c in (0, 1):
+        p = headline(c)
+        text = f"{fmt(data.median(kernel, p))} TFLOP/s, {xr(data.ratio(kernel, bar, p))} {bar_label}"
+        if index > 0:
+            text += f", {xr(data.ratio(kernel, stages[index - 1], p))} stage {stage_number(stages[index - 1])}"
+        halves.append(text)
+    text = (f"{data.gpu()}, B16 H16 S4096 D128 bf16, median of {data.rounds_count()} alternating rounds (make rounds, "
+            f"commit {data.rounds_commit()}): {halves[0]}; causal {halves[1]}.")
     # The header's fields start at column 14 (" * Measured:  "); wrapped at 100 columns.
     lines = textwrap.wrap(text, width=100 - 14)
     return "".join((" * Measured:  " if i == 0 else " *" + " " * 12) + line + "\n" for i, line in enumerate(lines))
@@ -569,10 +820,9 @@ def replace_block(text, start, end, body, where):
 def render_markdown(data, path, text):
     where = os.path.relpath(path, ROOT)
     if "<!-- RESULTS -->" in text:
-        png = f"plots/{data.slug}"
-        text = replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->",
-                             ladder_intro(data) + "\n\n" + ladder_table(data)
-                             + f"\n\n![stage ladder]({png}_ladder.png)\n\n![TFLOP/s against seqlen]({png}_sweep.png)", where)
+        text = replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->", results_block(data), where)
+    if "<!-- REPRO -->" in text:
+        text = replace_block(text, "<!-- REPRO -->", "<!-- /REPRO -->", repro_block(data), where)
     if "<!-- STAGES -->" in text:
         in_docs = os.path.dirname(os.path.abspath(path)) != ROOT
         text = replace_block(text, "<!-- STAGES -->", "<!-- /STAGES -->", stages_block(in_docs), where)
