@@ -17,10 +17,12 @@ Every kernel is timed by time_calls() below, which harness/rounds.py uses as wel
   * warm-up calls first, then timed calls, each bracketed by CUDA events;
   * the L2 cache is flushed before every timed call, outside the timed region, so that no call
     finds its inputs still cached from the previous one;
+  * right before the timed calls, WARMUP_MS of the kernel's own work, so that each kernel is timed
+    at the clock it settles to on a power-limited card, whatever ran before it;
   * no synchronisation inside the timed loop: a Python wrapper spends tens to hundreds of
     microseconds of host time per call (FA3's about 90-185), and with a sync per call that host time
-    would land between the start event and the kernel. Instead the GPU is held back by a short
-    spin kernel while the host queues every timed call, so the events time the kernels alone;
+    would land between the start event and the kernel. Instead the timed calls are queued behind
+    the settling ones (and a short spin kernel), so the events time the kernels alone;
   * median and min over the timed calls; TFLOP/s = 4*B*H*Sq*Sk*D / t_median, halved for causal.
 
 PyTorch is optional for the project: without it (or without a GPU) the script says so and exits 0.
@@ -65,9 +67,10 @@ FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
 # Timed calls stop after about this much timed work (but never under MIN_ITERS), as ./run does.
 TIME_BUDGET_MS = 2000.0
 MIN_ITERS = 5
-# The GPU waits this long per timed call before the first one, while the host queues them all:
-# more than any wrapper's host time per call.
-HOST_AHEAD_MS_PER_CALL = 0.5
+# Each kernel runs this long, untimed, right before its timed calls (see time_calls).
+WARMUP_MS = 150.0
+# The GPU spins this long before the settling calls, while the host queues the first of them.
+HOST_AHEAD_MS = 2.0
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -165,26 +168,32 @@ def spin_cycles(torch, ms):
     return int(ms * rate_khz)
 
 
-def time_calls(torch, call, flush, warmup, iters):
+def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS):
     """Times call() (which launches one kernel's work on the current stream) as every reference and
     harness/rounds.py time it. Returns the list of per-call milliseconds."""
     for _ in range(max(warmup, 1)):
         call()
-    # One more call, timed alone, sizes the timed loop: about TIME_BUDGET_MS of work, at least
-    # MIN_ITERS calls, at most `iters`.
+    # One call timed alone sizes what follows: the timed calls, about budget_ms of work (at least
+    # MIN_ITERS, at most `iters`), and the settling calls before them.
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     call()
     end.record()
     torch.cuda.synchronize()
     estimate = max(start.elapsed_time(end), 1e-3)
-    n = max(MIN_ITERS, min(iters, int(TIME_BUDGET_MS / estimate)))
+    n = max(MIN_ITERS, min(iters, int(budget_ms / estimate)))
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    # The GPU spins while the host queues all n calls behind it, so that no start event fires
-    # before its call has been queued; torch.cuda._sleep is that spin (a private helper of
-    # PyTorch's own tests; without it, the first calls may include some host time).
+    # Everything from here on is queued without a synchronisation, behind a short spin of the GPU
+    # (torch.cuda._sleep, a helper of PyTorch's own tests) that lets the host get ahead: no start
+    # event can fire before its call has been queued, so a wrapper's host time never lands in the
+    # window. First, WARMUP_MS of this kernel's own work, untimed: on a power-limited card the clock
+    # a kernel gets depends on the power drawn in the last tens of milliseconds, so timed right
+    # after a kernel that draws less it would run at a clock it cannot hold, right after one that
+    # draws more at a clock lowered for that one. Settled, every kernel is timed at its own clock.
     if hasattr(torch.cuda, "_sleep"):
-        torch.cuda._sleep(spin_cycles(torch, HOST_AHEAD_MS_PER_CALL * n))
+        torch.cuda._sleep(spin_cycles(torch, HOST_AHEAD_MS))
+    for _ in range(int(WARMUP_MS / estimate)):
+        call()
     for start, end in events:
         flush.zero_()  # evicts q, k, v from L2; outside the timed region
         start.record()

@@ -11,7 +11,8 @@ each round. tools/results_md.py writes every ratio of README.md and docs/ from t
 plots/plot.py the ladder.
 
 What is timed, with one timing function for all (harness/reference.py's time_calls: CUDA events,
-warm-up, the L2 flushed before every call, no synchronisation inside the timed loop):
+warm-up, each kernel's own settling work right before its timed calls, the L2 flushed before every
+call, no synchronisation inside the timed loop):
   headline   the chapters' problem, causal and not: every stage this GPU runs, FA2, cuDNN, FA3;
   sweep      the sweep: the last stage of each track (stages 01-08 on mma.sync, the Hopper track)
              and the references.
@@ -103,6 +104,9 @@ def main():
                     help="the library with the stages (default build/libflash.so: make lib)")
     ap.add_argument("--iters", type=int, default=15, help="timed calls per kernel and problem at most (default 15)")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up calls per kernel and problem (default 2)")
+    ap.add_argument("--budget-ms", type=float, default=500.0,
+                    help="timed work per kernel and problem in a round, about (default 500 ms: a round "
+                         "needs fewer calls than a single run, since the rounds repeat it)")
     args = ap.parse_args()
     if args.rounds < 1 or args.iters < ref.MIN_ITERS or args.warmup < 0:
         ap.error(f"--rounds must be >= 1, --iters >= {ref.MIN_ITERS}, --warmup >= 0")
@@ -161,7 +165,7 @@ def main():
                                 return 1
                         checked.add((problem, kernel))
                     del out
-                    times = ref.time_calls(torch, call, flush, args.warmup, args.iters)
+                    times = ref.time_calls(torch, call, flush, args.warmup, args.iters, args.budget_ms)
                 except RuntimeError as e:
                     why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                     print(f"note: {kernel} skipped from here on ({x.label()}): {why}")
