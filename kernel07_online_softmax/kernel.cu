@@ -15,8 +15,9 @@
  * Bottleneck: the tiles and the launch shape are still the textbook 64 x 64 with 4 warps and 48 KiB
  *            of shared memory, chosen for readability, not for the card; masks are tested on every
  *            tile, and index arithmetic is recomputed inside the loop.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 294.2 TFLOP/s (84%
- *            of FA2), 1.13x stage 06; causal 267.8 (83% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
+ *            commit 5dd927b): 267.2 TFLOP/s, 0.78x FA2, 1.04x stage 06; causal 263.1 TFLOP/s, 0.82x
+ *            FA2, 1.10x stage 06.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel07 && ./run
  * Read:      docs/07_online_softmax.md; in the blog series, https://lubits.ch/flash/Part-6 (the

@@ -37,8 +37,9 @@
  * Bottleneck: the mma.sync issue rate against the softmax between the two products, with only two
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 342.9 TFLOP/s (98%
- *            of FA2), 1.17x stage 07; causal 326.4 (101% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
+ *            commit 5dd927b): 336.6 TFLOP/s, 0.97x FA2, 1.27x stage 07; causal 281.8 TFLOP/s, 0.89x
+ *            FA2, 1.07x stage 07.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel08 && ./run
  * Read:      docs/08_final.md; in the blog series, https://lubits.ch/flash/Part-6 (auto-tuning),

@@ -24,8 +24,9 @@
  * Bottleneck: K_j and V_j still arrive by cp.async, issued by every thread between its GEMMs, and
  *            one __syncthreads per tile keeps the two warpgroups in step; stage 10 hands the copies
  *            to the TMA unit.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 481.8 TFLOP/s (137%
- *            of FA2), 1.41x stage 08; causal 451.8 (139% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
+ *            commit 5dd927b): 473.5 TFLOP/s, 0.75x FA3, 1.41x stage 08; causal 427.7 TFLOP/s, 0.72x
+ *            FA3, 1.52x stage 08.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma exists nowhere else.
  * Run:       make kernel09 && ./run
  * Read:      docs/09_wgmma.md; the PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate".

@@ -19,8 +19,9 @@
  *            starts cold, which weighs most where a tile visits few keys; and the fixed-latency
  *            waits, among them a warpgroup's wait for its S behind the other's P V, became the
  *            largest stall (docs/12_pingpong.md). Stage 13 runs one tile's end under the next's.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16 (make bench, commit ad122dc): 582.5 TFLOP/s (166%
- *            of FA2), 1.07x stage 11; causal 557.9 (172% of FA2).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
+ *            commit 5dd927b): 576.4 TFLOP/s, 0.91x FA3, 1.11x stage 11; causal 522.4 TFLOP/s, 0.88x
+ *            FA3, 1.03x stage 11.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel12 && ./run
  * Read:      docs/12_pingpong.md; §3.1 of the FlashAttention-3 paper (ping-pong scheduling); the

@@ -860,21 +860,25 @@ def render_kernel(data, path, text):
     return pattern.sub(lambda _: measured_line(data, dirname), text, count=1)
 
 
-def outputs(data):
-    """{path: new text} for every file the CSVs fill."""
+def filled_files():
+    """Every file the CSVs fill: README.md, docs/*.md and the stages' kernel.cu."""
+    return ([os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+            + [os.path.join(ROOT, d, "kernel.cu") for d in stage_dirs()])
+
+
+def outputs(data, paths=None):
+    """{path: new text} for `paths` (default: every file the CSVs fill)."""
     files = {}
-    pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    for path in pages:
-        files[path] = render_markdown(data, path, open(path).read())
-    for d in stage_dirs():
-        path = os.path.join(ROOT, d, "kernel.cu")
-        files[path] = render_kernel(data, path, open(path).read())
+    for path in paths or filled_files():
+        render = render_kernel if path.endswith(".cu") else render_markdown
+        files[path] = render(data, path, open(path).read())
     return files
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", help="the benchmark CSV (default: the one plots/*.csv)")
+    ap.add_argument("--only", nargs="+", metavar="FILE", help="write or check these files alone (README.md, docs/NN_*.md, kernelNN_*/kernel.cu)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="update the files in place")
     mode.add_argument("--check", action="store_true", help="exit 1 if a file differs from what the CSVs give")
@@ -886,9 +890,16 @@ def main():
             print(f"error: name the benchmark CSV with --csv (plots/ holds {len(found)})", file=sys.stderr)
             return 2
         csv_path = found[0]
+    paths = None
+    if args.only:
+        paths = [os.path.abspath(f) for f in args.only]
+        unknown = set(paths) - set(filled_files())
+        if unknown:
+            print(f"error: --only: not a file the CSVs fill: {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
     try:
         data = Data(csv_path)
-        files = outputs(data)
+        files = outputs(data, paths)
     except (CsvError, GenError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
