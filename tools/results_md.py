@@ -18,7 +18,7 @@ What it fills, between markers that the text keeps:
 
   <!-- RESULTS --> ... <!-- /RESULTS -->        README: the ladder table, the sweep tables of the
                                                 last stage of each track, and the two plots
-  <!-- REPRO --> ... <!-- /REPRO -->            the README's ratios from two measurements of one commit
+  <!-- REPRO[:COMMIT] --> ... <!-- /REPRO -->   the README's ratios from two measurements of one commit
   <!-- STAGES --> ... <!-- /STAGES -->          the stage table, from the kernelNN_name directories
   <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN over the sweep
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
@@ -53,7 +53,7 @@ from plot import HOPPER_TRACK_LABEL, CsvError, Results, Rounds, find_rounds, par
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|REPRO|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+) -->.*?"
+    r"<!-- (RESULTS|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+) -->.*?"
     r"<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
@@ -390,15 +390,26 @@ def readme_ratios(data, which):
     return out
 
 
-def repro_block(data):
-    """REPRO: the README's ratios from the two measurements of one commit (make rounds, then
-    make rounds ROUNDS_TAG=_again, in one call): per kind of ratio, how far the second lands from the
-    first, at most and at the median."""
-    first = data._rounds()
-    if data.again is None:
-        raise GenError(f"no second measurement beside {data.rounds_path()}: make rounds ROUNDS_TAG=_again "
-                       f"(tools/gpu_session.sh again) writes it, in the same call as the first")
-    a, b = readme_ratios(data, first), readme_ratios(data, data.again)
+def repro_block(data, commit=None):
+    """REPRO (or REPRO:COMMIT, an earlier pair): the README's ratios from the two measurements of one
+    commit (make rounds, then make rounds ROUNDS_TAG=_again, in one call): per kind of ratio, how far
+    the second lands from the first, at most and at the median."""
+    if commit:
+        first_path = os.path.join(ROOT, "plots", "rounds", f"{data.slug}_{commit}.csv")
+        again_path = first_path[:-len(".csv")] + "_again.csv"
+        for path in (first_path, again_path):
+            if not os.path.exists(path):
+                raise GenError(f"no {os.path.relpath(path, ROOT)} (make rounds at {commit}, with ROUNDS_TAG=_again for the second)")
+        first = (first_path, Rounds(parse_csv(first_path)))
+        again = (again_path, Rounds(parse_csv(again_path)))
+    else:
+        first = data._rounds()
+        if data.again is None:
+            raise GenError(f"no second measurement beside {data.rounds_path()}: make rounds ROUNDS_TAG=_again "
+                           f"(tools/gpu_session.sh again) writes it, in the same call as the first")
+        again = data.again
+    count = min(first[1].rounds(k, p) for k, p in {(r["kernel"], problem_key(r)) for r in first[1].rows})
+    a, b = readme_ratios(data, first), readme_ratios(data, again)
     kinds = {}
     for key in a:
         stage, what, c, where = key
@@ -414,8 +425,8 @@ def repro_block(data):
     everything = [abs(b[k] / a[k] - 1) for k in a]
     worst = max(everything)
     within = sum(d <= REPRO_TOLERANCE for d in everything)
-    return (f"Commit {data.rounds_commit()}, measured twice in one call, {data.rounds_count()} rounds each "
-            f"(rows in `{data.rounds_path()}` and `{os.path.relpath(data.again[0], ROOT)}`): for each ratio the README states, "
+    return (f"Commit {', '.join(first[1].commits())}, measured twice in one call, {count} rounds each "
+            f"(rows in `{os.path.relpath(first[0], ROOT)}` and `{os.path.relpath(again[0], ROOT)}`): for each ratio the README states, "
             f"|second / first - 1|:\n\n" + "\n".join(lines) +
             f"\n\n{within} of the {len(everything)} ratios agree within {100 * REPRO_TOLERANCE:.0f} %; the largest difference is "
             f"{100 * worst:.1f} %.")
@@ -821,8 +832,9 @@ def render_markdown(data, path, text):
     where = os.path.relpath(path, ROOT)
     if "<!-- RESULTS -->" in text:
         text = replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->", results_block(data), where)
-    if "<!-- REPRO -->" in text:
-        text = replace_block(text, "<!-- REPRO -->", "<!-- /REPRO -->", repro_block(data), where)
+    for commit in re.findall(r"<!-- REPRO(?::(\w+))? -->", text):
+        marker = f"<!-- REPRO:{commit} -->" if commit else "<!-- REPRO -->"
+        text = replace_block(text, marker, "<!-- /REPRO -->", repro_block(data, commit or None), where)
     if "<!-- STAGES -->" in text:
         in_docs = os.path.dirname(os.path.abspath(path)) != ROOT
         text = replace_block(text, "<!-- STAGES -->", "<!-- /STAGES -->", stages_block(in_docs), where)
