@@ -95,7 +95,7 @@ def select_problems(which):
 
 
 def git_commit():
-    # A copy of the tree without .git (a remote GPU machine) gets the hash from the Makefile.
+    # A copy of the tree without .git (a copy sent to another machine) gets the hash from the Makefile.
     if os.environ.get("FLASH_COMMIT"):
         return os.environ["FLASH_COMMIT"]
     try:

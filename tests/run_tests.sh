@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test: everything that can be checked, here or on a GPU machine, ending in one line
+# make test: everything that can be checked, here or on a machine with an NVIDIA GPU, ending in one line
 # "N passed, N failed, N skipped". Each suite prints "PASS: name", "FAIL: name: why" or
 # "SKIP: name: why" lines (the GPU matrix prints "PASS kernel..." / "FAIL kernel..."); this script
 # counts them. A suite that exits non-zero without printing a FAIL line counts as one failure.
@@ -68,7 +68,7 @@ else
     echo "== gpu"
     for what in "Hopper wrapper unit tests (tests/hopper_units.cu)" "GPU correctness matrix" "compute-sanitizer memcheck/racecheck/synccheck" \
                 "stage 08 with one K/V tile per copy (the Ampere path)"; do
-        echo "SKIP: $what: no CUDA device here (run make test on a GPU machine)"
+        echo "SKIP: $what: no CUDA device here (run make test where an NVIDIA GPU is)"
         skipped=$((skipped + 1))
     done
 fi

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 need_make_env
 NN=$1; shift
 command -v ncu >/dev/null 2>&1 || { echo "make profile: ncu (Nsight Compute) not found on this machine; it comes" \
-    "with the CUDA toolkit on a GPU machine" >&2; exit 2; }
+    "with the CUDA toolkit where an NVIDIA GPU is" >&2; exit 2; }
 "$BUILD/allstages" --gpu-slug >/dev/null 2>&1 || { echo "make profile: no CUDA device answers here" \
-    "($BUILD/allstages --gpu-slug failed); run it on a GPU machine" >&2; exit 2; }
+    "($BUILD/allstages --gpu-slug failed); run it where an NVIDIA GPU is" >&2; exit 2; }
 METRICS=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
 smsp__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active,\
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,\

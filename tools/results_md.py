@@ -495,7 +495,7 @@ def tune_block(data, nn):
         raise GenError(f"<!-- TUNE:{nn} -->: tools/tune.sh has no candidates for stage {nn} "
                        f"(it tunes stages {', '.join(TUNE_SHAPES)})")
     path, all_rows = data.tune
-    how = f"`make tune K={nn}` writes them (on the GPU machine: `K={nn} bash tools/gpu_session.sh tune`)"
+    how = f"`make tune K={nn}` writes them (or with the rest of a session: `TUNE_K={nn} bash tools/gpu_session.sh tune`)"
     if all_rows is None:
         raise GenError(f"{path} does not exist, so it has no stage {nn} candidates: {how}")
     # The file keeps every tuning run of every stage; the name column says which stage and which
@@ -584,7 +584,7 @@ def ab_block(data, nn, commit, directory=None):
     where = os.path.relpath(directory, ROOT)
     base_path = os.path.join(directory, "base.csv")
     if not os.path.exists(base_path):
-        raise GenError(f"no {where}/base.csv: make ab K={nn} writes it on the GPU machine")
+        raise GenError(f"no {where}/base.csv: make ab K={nn} writes it (on a machine with a GPU)")
     variants = sorted(p for p in glob.glob(os.path.join(directory, "*.csv")) if p != base_path)
     if not variants:
         raise GenError(f"{where} holds no variant beside base.csv")

@@ -3,7 +3,7 @@
 #   tools/sass.sh one NN          ptxas registers/smem/spills, PTX and SASS instruction histograms
 #   tools/sass.sh table NN NN...  the same numbers for several stages, side by side
 # Needs the stage objects (build/kernelNN.o, build/kernelNN.ptxas.txt) and the PTX of
-# build/tools/kernelNN.ptx, which make builds first. SASS needs cuobjdump (on the GPU machine).
+# build/tools/kernelNN.ptx, which make builds first. SASS needs cuobjdump (part of the CUDA toolkit).
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -85,7 +85,7 @@ sass_one() {
         echo "  (full listing: $BUILD/tools/kernel$nn.sass)"
     else
         echo "== $dir: SASS instruction histogram: SKIPPED: cuobjdump not found on this machine (it comes with"
-        echo "   the CUDA toolkit on the GPU machine); the ptxas and PTX parts above are complete."
+        echo "   the CUDA toolkit); the ptxas and PTX parts above are complete."
     fi
 }
 
@@ -132,7 +132,7 @@ sass_table() {
         table sass "$nns" $SASS_OPS
     else
         echo "== SASS instruction histogram: SKIPPED: cuobjdump not found on this machine (run make sass-table"
-        echo "   on the GPU machine); the ptxas and PTX tables above are complete."
+        echo "   with the CUDA toolkit); the ptxas and PTX tables above are complete."
     fi
 }
 
