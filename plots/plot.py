@@ -43,7 +43,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from contract import (CSV_COLUMNS as COLUMNS, HEADLINE, MMA_PEAK, REFERENCE_KERNELS, SWEEP_SEQLENS,  # noqa: E402
+from contract import (CSV_COLUMNS as COLUMNS, HEADLINE, MMA_PEAK, REFERENCE_KERNELS, SWEEP_SEQLENS, TIMED_REFERENCES,  # noqa: E402
                       SWEEP_TOKENS, SWEEP_WIDTH, WGMMA_PEAK, seqlen_label)
 
 INT_COLUMNS = ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal", "iters"]
@@ -65,7 +65,7 @@ REFERENCE_STYLE = {
     WGMMA_PEAK: ("Hopper ceiling (wgmma)", "#8b0000", (0, (4, 1.5, 1, 1.5))),
 }
 # The timed references, in the order the figures draw them and the legends list them.
-TIMED = ("fa2", "cudnn", "fa3")
+TIMED = TIMED_REFERENCES
 # The mma.sync ceiling bounds the stages built on mma.sync, not the Hopper ones, nor cuDNN, which
 # runs on wgmma: its label names the stages it bounds ("ceiling of stages 01–08 (mma.sync)").
 MMA_CEILING_LABEL = "ceiling of {stages} (mma.sync)"
@@ -367,6 +367,11 @@ class Rounds:
         ratios = [a / b for a, b in zip(self._tflops(kernel_a, problem), self._tflops(kernel_b, problem))
                   if a is not None and b is not None]
         return statistics.median(ratios) if ratios else None
+
+    def fewest(self):
+        """The fewest rounds any (kernel, problem) of the file was timed in: how many rounds every
+        ratio of it is a median over, at least."""
+        return min((len(v) for v in self.series.values()), default=0)
 
     def latest_date(self):
         return max((r["date"] or "" for r in self.rows), default="")

@@ -31,7 +31,7 @@ import threading
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", "build")
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from libflash import FLASH_BF16, FLASH_E_INVALID, FLASH_E_UNSUPPORTED, FLASH_FP16, FLASH_OK, Problem  # noqa: E402,F401
+from libflash import FLASH_BF16, FLASH_E_INVALID, FLASH_E_UNSUPPORTED, FLASH_OK, Problem  # noqa: E402
 import libflash  # noqa: E402
 
 

@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "plots"))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
 from contract import (HEADLINE, MMA_PEAK, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, WGMMA_PEAK, seqlen_label,  # noqa: E402
                       sweep_problem)
-from plot import HOPPER_TRACK_LABEL, CsvError, Results, Rounds, find_rounds, parse_csv, problem_key, usable_tflops  # noqa: E402
+from plot import HOPPER_TRACK_LABEL, CsvError, Results, Rounds, find_rounds, parse_csv, usable_tflops  # noqa: E402
 
 
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
@@ -149,11 +149,7 @@ class Data:
         return os.path.relpath(self._rounds()[0], ROOT)
 
     def rounds_count(self):
-        return min(self._rounds()[1].rounds(k, p) for (k, p) in self.rounds_keys())
-
-    def rounds_keys(self):
-        keys = {(r["kernel"], problem_key(r)) for r in self._rounds()[1].rows}
-        return sorted(keys, key=str)
+        return self._rounds()[1].fewest()
 
     def rounds_commit(self):
         return ", ".join(self._rounds()[1].commits())
@@ -345,8 +341,8 @@ def results_block(data):
         parts += [sweep_intro(data, stage, hopper), sweep_rounds_table(data, stage, hopper)]
     png = f"plots/{data.slug}"
     parts += [f"![stage ladder]({png}_ladder.png)",
-              f"The ladder plot draws the rounds' medians; the sweep plot below is the one benchmark run "
-              f"(`make bench`, `make reference`), so its lines carry that run's clocks.",
+              "The ladder plot draws the rounds' medians; the sweep plot below is the one benchmark run "
+              "(`make bench`, `make reference`), so its lines carry that run's clocks.",
               f"![TFLOP/s against seqlen]({png}_sweep.png)"]
     return "\n\n".join(parts)
 
@@ -408,7 +404,7 @@ def repro_block(data, commit=None):
             raise GenError(f"no second measurement beside {data.rounds_path()}: make rounds ROUNDS_TAG=_again "
                            f"(tools/gpu_session.sh again) writes it, in the same call as the first")
         again = data.again
-    count = min(first[1].rounds(k, p) for k, p in {(r["kernel"], problem_key(r)) for r in first[1].rows})
+    count = first[1].fewest()
     a, b = readme_ratios(data, first), readme_ratios(data, again)
     kinds = {}
     for key in a:
