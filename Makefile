@@ -194,7 +194,7 @@ reference: $(BUILD)/allstages
 # The rows every ratio of README and docs comes from (harness/rounds.py). ROUNDS_TAG=_again writes a
 # second measurement of the same commit beside the first (the reproducibility table of
 # docs/measuring.md).
-ROUNDS ?= 3
+ROUNDS ?= 4
 rounds: $(BUILD)/libflash.so $(BUILD)/allstages
 	@mkdir -p plots/rounds
 	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) \

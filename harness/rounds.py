@@ -6,8 +6,9 @@ Why: on a power-limited card one run's figures move by up to a tenth from minute
 clock settles into one of two groups), so a stage timed in one run and FlashAttention-2 in
 another can differ by that much for reasons that are not theirs. Here each round visits every
 problem once and, at each, times every kernel back to back (in the opposite order in every other
-round, so that no kernel always goes first); a ratio is the median over the rounds of the ratio in
-each round. tools/results_md.py writes every ratio of README.md and docs/ from these rows, and
+round, so that no kernel always goes first); a ratio is the median over the pairs of rounds (one
+forward, one reversed) of the geometric mean of the pair's two ratios within a round, which
+cancels what the order alone does (plots/plot.py's round_ratio says why). tools/results_md.py writes every ratio of README.md and docs/ from these rows, and
 plots/plot.py the ladder.
 
 What is timed, with one timing function for all (harness/reference.py's time_calls: CUDA events,
@@ -24,7 +25,7 @@ meaningless. Correctness against the independent reference is ./run's job (make 
 Rows: the benchmark CSV's columns (check "skipped"), appended to --csv as they are measured;
 round r's row of a (kernel, problem) is the r-th in file order.
 
-Usage: python3 harness/rounds.py --csv plots/rounds/<gpu>_<commit>.csv [--rounds 3] [--set all]
+Usage: python3 harness/rounds.py --csv plots/rounds/<gpu>_<commit>.csv [--rounds 4] [--set all]
        (make rounds; tools/gpu_session.sh rounds)
 """
 import argparse
@@ -40,7 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "plots"))
 import libflash  # noqa: E402
 import reference as ref  # noqa: E402
 from contract import HEADLINE, TIMED_REFERENCES, sweep_problems  # noqa: E402
-from plot import HOPPER_ARCH, stage_archs  # noqa: E402
+from plot import HOPPER_ARCH, round_ratio, stage_archs  # noqa: E402
 
 
 def stage_kernels(lib):
@@ -96,7 +97,8 @@ def problem_sets(which, stages):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", metavar="FILE", help="append the rows to FILE (created with a header if new)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="rounds, an even number: pairs of one forward and one reversed round (default 4)")
     ap.add_argument("--set", choices=["headline", "sweep", "all"], default="all",
                     help="headline: every stage and reference at the headline problem; sweep: the last "
                          "stage of each track and the references over the sweep; all: both (default)")
@@ -108,8 +110,9 @@ def main():
                     help="timed work per kernel and problem in a round, about (default 500 ms: a round "
                          "needs fewer calls than a single run, since the rounds repeat it)")
     args = ap.parse_args()
-    if args.rounds < 1 or args.iters < ref.MIN_ITERS or args.warmup < 0:
-        ap.error(f"--rounds must be >= 1, --iters >= {ref.MIN_ITERS}, --warmup >= 0")
+    if args.rounds < 2 or args.rounds % 2 or args.iters < ref.MIN_ITERS or args.warmup < 0:
+        ap.error(f"--rounds must be an even number >= 2 (pairs of a forward and a reversed round), "
+                 f"--iters >= {ref.MIN_ITERS}, --warmup >= 0")
     if not os.path.exists(args.lib):
         print(f"error: --lib {args.lib}: no such file (make lib builds it)", file=sys.stderr)
         return 2
@@ -183,8 +186,8 @@ def main():
             del x, fa2_out
             torch.cuda.empty_cache()
 
-    # The table: per problem and kernel, the median TFLOP/s and the median of the per-round ratios
-    # to each reference.
+    # The table: per problem and kernel, the median TFLOP/s and its ratio to each reference (the
+    # median over the pairs of rounds, as README and docs state them).
     references = [k for k in TIMED_REFERENCES if k in kernels.available and k not in skipped]
     print(f"\n{'problem':<34} {'kernel':<9} {'TFLOP/s':>8} " + " ".join(f"{'/' + k:>7}" for k in references))
     for problem, names in sets:
@@ -196,7 +199,7 @@ def main():
             cells = []
             for k in references:
                 theirs = results.get((problem, k))
-                cells.append(f"{statistics.median(a / b for a, b in zip(ours, theirs)):>7.3f}" if theirs else f"{'-':>7}")
+                cells.append(f"{round_ratio(ours, theirs):>7.3f}" if theirs else f"{'-':>7}")
             print(f"{label:<34} {kernel:<9} {statistics.median(ours):>8.1f} " + " ".join(cells))
     if args.csv:
         print(f"\nrows appended to {args.csv}")

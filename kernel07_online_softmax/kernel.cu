@@ -16,7 +16,7 @@
  *            of shared memory, chosen for readability, not for the card; masks are tested on every
  *            tile, and index arithmetic is recomputed inside the loop.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
- *            commit 5dd927b): 267.2 TFLOP/s, 0.78x FA2, 1.04x stage 06; causal 263.1 TFLOP/s, 0.82x
+ *            commit 7b0fa18): 261.9 TFLOP/s, 0.79x FA2, 1.07x stage 06; causal 261.0 TFLOP/s, 0.82x
  *            FA2, 1.10x stage 06.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel07 && ./run

@@ -38,8 +38,8 @@
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
- *            commit 5dd927b): 336.6 TFLOP/s, 0.97x FA2, 1.27x stage 07; causal 281.8 TFLOP/s, 0.89x
- *            FA2, 1.07x stage 07.
+ *            commit 7b0fa18): 330.8 TFLOP/s, 0.97x FA2, 1.23x stage 07; causal 289.3 TFLOP/s, 0.93x
+ *            FA2, 1.14x stage 07.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel08 && ./run
  * Read:      docs/08_final.md; in the blog series, https://lubits.ch/flash/Part-6 (auto-tuning),

@@ -28,8 +28,8 @@
  *            __syncthreads per tile still tells the copy thread that a slot is free; stage 11 gives
  *            the copies a warp of their own and frees slots with mbarriers.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
- *            commit 5dd927b): 542.8 TFLOP/s, 0.86x FA3, 1.15x stage 09; causal 489.3 TFLOP/s, 0.82x
- *            FA3, 1.14x stage 09.
+ *            commit 7b0fa18): 536.4 TFLOP/s, 0.84x FA3, 1.13x stage 09; causal 484.7 TFLOP/s, 0.82x
+ *            FA3, 1.13x stage 09.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma exists nowhere else.
  * Run:       make kernel10 && ./run
  * Read:      docs/10_tma.md; the PTX ISA, "Tensor copy" (cp.async.bulk.tensor) and "mbarrier";

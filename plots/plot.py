@@ -325,6 +325,27 @@ class Results:
         return usable_tflops(rows[-1]) if rows else None
 
 
+def round_ratio(ours, theirs, paired=True):
+    """The ratio of two kernels timed in the same rounds (TFLOP/s by round, None where a round has
+    no value): the median over pairs of rounds of the geometric mean of the pair's two ratios.
+
+    Why pairs: harness/rounds.py times the kernels of a problem in one order in even rounds and in
+    the reverse order in odd ones, and the order alone moves some ratios by up to a tenth (the
+    rounds of 7b0fa18 show stage 13 / FA3 at head_dim 128, 2k, causal near 0.96 in every forward
+    round and near 0.87 in every reversed one). A median over single rounds then lands in one group
+    or the other depending on how many rounds of each there were; the geometric mean of a forward
+    and a reversed round cancels the order (an ABBA design), and the median over the pairs keeps
+    what the rounds are for. A last unpaired round is left out; a single round is used alone.
+    paired=False gives the median over single rounds (what docs/measuring.md compares it with)."""
+    ratios = [a / b if a is not None and b is not None else None for a, b in zip(ours, theirs)]
+    pairs = [(ratios[i] * ratios[i + 1]) ** 0.5 for i in range(0, len(ratios) - 1, 2)
+             if paired and ratios[i] is not None and ratios[i + 1] is not None]
+    if pairs:
+        return statistics.median(pairs)
+    single = [r for r in ratios if r is not None]
+    return statistics.median(single) if single else None
+
+
 class Rounds:
     """The rows of alternating rounds (harness/rounds.py): every kernel timed once per round at each
     problem it covers, so that kernels of one round met the same clocks. Round r's row of a (kernel,
@@ -335,15 +356,15 @@ class Rounds:
       series    {(kernel, problem): [row of round 1, row of round 2, ...]}
       rounds(kernel, problem)      -> int: how many rounds timed it (0: none)
       medians(kernel, problem)     -> float | None: its median TFLOP/s over the rounds
-      ratio(kernel_a, kernel_b, problem) -> float | None: the median over the rounds of a's TFLOP/s
-                                      over b's in the same round (rounds zipped in order, so a
-                                      kernel skipped in later rounds pairs only its first ones)
+      ratio(kernel_a, kernel_b, problem) -> float | None: round_ratio of their TFLOP/s (rounds
+                                      zipped in order, so a kernel skipped in later rounds pairs
+                                      only its first ones)
 
     The median of the ratios, not the ratio of the medians: a round where the clocks sat in the
     slow group slows both kernels, and only the ratio within the round cancels that."""
 
-    def __init__(self, rows):
-        self.rows = list(rows)
+    def __init__(self, rows, paired=True):
+        self.rows, self.paired = list(rows), paired
         self.series = {}
         for row in self.rows:
             self.series.setdefault((row["kernel"], problem_key(row)), []).append(row)
@@ -364,9 +385,7 @@ class Rounds:
         return statistics.median(values) if values else None
 
     def ratio(self, kernel_a, kernel_b, problem):
-        ratios = [a / b for a, b in zip(self._tflops(kernel_a, problem), self._tflops(kernel_b, problem))
-                  if a is not None and b is not None]
-        return statistics.median(ratios) if ratios else None
+        return round_ratio(self._tflops(kernel_a, problem), self._tflops(kernel_b, problem), self.paired)
 
     def fewest(self):
         """The fewest rounds any (kernel, problem) of the file was timed in: how many rounds every

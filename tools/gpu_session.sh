@@ -13,7 +13,7 @@
 #   peak       ./run --peak into the CSV
 #   reference  FA2, cuDNN and (where it imports) FA3 through PyTorch into the CSV (headline + sweep)
 #   rounds     make rounds: every stage and reference at the headline, the last stage of each track and
-#              the references over the sweep, in ROUNDS alternating rounds (default 3), into
+#              the references over the sweep, in ROUNDS alternating rounds (default 4), into
 #              plots/rounds/<gpu>_<commit>.csv: the rows every ratio of README and docs comes from
 #   again      the same into plots/rounds/<gpu>_<commit>_again.csv: a second measurement of the same
 #              commit, which the reproducibility table of docs/measuring.md compares with the first
@@ -78,8 +78,8 @@ for s in "$@"; do
     nokey)     step nokey 420 bash tools/nokey_check.sh; grep -E '^nokey' "$LOG" | tail -n 40 ;;
     peak)      step peak 60 build/allstages --peak --csv "plots/$(slug).csv" ;;
     reference) step reference 300 env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --csv "plots/$(slug).csv" ;;
-    rounds)    step rounds 540 $MAKE rounds ROUNDS="${ROUNDS:-3}" ;;
-    again)     step again 540 $MAKE rounds ROUNDS="${ROUNDS:-3}" ROUNDS_TAG=_again ;;
+    rounds)    step rounds 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ;;
+    again)     step again 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ROUNDS_TAG=_again ;;
     bench)     step bench 540 $MAKE bench ;;
     tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune K="${TUNE_K:-08}" ;;
     repeat)    mkdir -p plots/repeats; step repeat 540 bash -c 'repeat_sweeps "$@"' _ ${REPEAT:-10 09} ;;

@@ -167,7 +167,7 @@ class Data:
         return value
 
     def ratio(self, a, b, problem, which=None):
-        """The median over the rounds of a's TFLOP/s over b's in the same round."""
+        """a's TFLOP/s over b's within a round, the median over the pairs of rounds (plot.round_ratio)."""
         path, rounds = which or self._rounds()
         for k in (a, b):
             self.median(k, problem, which)
@@ -282,10 +282,13 @@ def ladder_table(data):
 
 
 def ladder_intro(data):
+    count = data.rounds_count()
+    unpaired = ", the last, unpaired, left out" if count % 2 else ""
     return (f"Measured on the {data.gpu()} at the headline problem (B16 H16 S4096 D128 bf16), in "
-            f"{data.rounds_count()} alternating rounds in one call (`make rounds`, commit {data.rounds_commit()}; rows in "
+            f"{count} alternating rounds in one call (`make rounds`, commit {data.rounds_commit()}; rows in "
             f"`{data.rounds_path()}`): each round times every stage and reference in turn, TFLOP/s is the median "
-            f"over the rounds, and each ratio the median of the ratios within a round. The check column is the "
+            f"over the rounds, and each ratio the median over the {count // 2} pairs of rounds (one in each order"
+            f"{unpaired}) of the ratio within a round. The check column is the "
             f"correctness check of the benchmark run (`make bench`, rows in `{os.path.relpath(data.csv_path, ROOT)}`), "
             f"whose single run also draws the sweep plot; the ceilings come from `./run --peak` in that run.")
 
@@ -320,7 +323,7 @@ def sweep_rounds_table(data, stage, hopper):
 def sweep_intro(data, stage, hopper):
     refs = " and ".join(label for k, label in REFERENCES if k in TRACK_REFERENCES[hopper])
     return (f"Stage {stage_number(stage)} over the sweep (B·S = 65536, H·D = 2048, bf16) against {refs}, in the same "
-            f"rounds: TFLOP/s (median), then the median of the per-round ratios:")
+            f"rounds: TFLOP/s (median), then the ratios (median over the pairs of rounds):")
 
 
 def sweep_onerun_table(data, stage):
@@ -406,6 +409,10 @@ def repro_block(data, commit=None):
         again = data.again
     count = first[1].fewest()
     a, b = readme_ratios(data, first), readme_ratios(data, again)
+    # The same two measurements with each ratio the median over single rounds, the order left in.
+    single = [(path, Rounds(rounds.rows, paired=False)) for path, rounds in (first, again)]
+    a1, b1 = readme_ratios(data, single[0]), readme_ratios(data, single[1])
+    singles = [abs(b1[k] / a1[k] - 1) for k in a1]
     kinds = {}
     for key in a:
         stage, what, c, where = key
@@ -421,11 +428,15 @@ def repro_block(data, commit=None):
     everything = [abs(b[k] / a[k] - 1) for k in a]
     worst = max(everything)
     within = sum(d <= REPRO_TOLERANCE for d in everything)
-    return (f"Commit {', '.join(first[1].commits())}, measured twice in one call, {count} rounds each "
+    unpaired = " (the last, unpaired, left out)" if count % 2 else ""
+    return (f"Commit {', '.join(first[1].commits())}, measured twice in one call, {count} rounds each, "
+            f"{count // 2} pairs of a forward and a reversed round{unpaired} "
             f"(rows in `{os.path.relpath(first[0], ROOT)}` and `{os.path.relpath(again[0], ROOT)}`): for each ratio the README states, "
             f"|second / first - 1|:\n\n" + "\n".join(lines) +
             f"\n\n{within} of the {len(everything)} ratios agree within {100 * REPRO_TOLERANCE:.0f} %; the largest difference is "
-            f"{100 * worst:.1f} %.")
+            f"{100 * worst:.1f} %. With each ratio the median over the {count} single rounds instead, "
+            f"{sum(d <= REPRO_TOLERANCE for d in singles)} of {len(singles)} agree within {100 * REPRO_TOLERANCE:.0f} % "
+            f"and the largest difference is {100 * max(singles):.1f} %.")
 
 
 # How close two measurements of one commit must bring every README ratio (the reproducibility table).
@@ -640,7 +651,7 @@ def ncu_block(data, kernels):
 # Inline figures: <!-- fig WHAT --> ... <!-- /fig -->, WHAT one of
 #   tflops KERNEL [PROBLEM]          339.1           a stage's or a reference's median TFLOP/s over the rounds
 #   onerun KERNEL [PROBLEM]          339.1           its TFLOP/s in the one benchmark run (make bench)
-#   ratio KERNEL KERNEL [PROBLEM]    4.22x           the first over the second: the median of the per-round ratios
+#   ratio KERNEL KERNEL [PROBLEM]    4.22x           the first over the second: the median over pairs of rounds
 #   pct KERNEL KERNEL [PROBLEM]      53 %            the same as a percentage
 #   peak                             648.0           the mma.sync ceiling (the mma_peak row of the benchmark run)
 #   peakpct KERNEL [PROBLEM]         53 %            a kernel's median TFLOP/s as a percentage of the ceiling
