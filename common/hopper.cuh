@@ -1,8 +1,8 @@
 /*
- * hopper.cuh: the Hopper (sm_90a) instructions of stages 09-13 as thin inline-PTX wrappers.
+ * hopper.cuh: the Hopper (sm_90a) instructions of stages 09-14 as thin inline-PTX wrappers.
  *
  * Like ptx.cuh, one wrapper is one instruction, so that what a stage calls is what its PTX and
- * SASS show (HGMMA, UTMALDG, SYNCS, USETMAXREG). Each says what it guarantees and what it does
+ * SASS show (HGMMA, UTMALDG, SYNCS, USETMAXREG, UTMALDG.MULTICAST). Each says what it guarantees and what it does
  * not: on Hopper the tensor cores and the copy engine run beside the threads, and most bugs are a
  * missing fence or a wait in the wrong place. tests/hopper_units.cu checks every wrapper alone on
  * the GPU against a CPU result before any attention kernel uses it.
@@ -332,6 +332,58 @@ __device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.b
 /* Fetches the map's 128-byte descriptor into the constant cache ahead of the first copy. */
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
+
+/* ---- clusters: blocks that reach into each other's shared memory --------------------------
+ *
+ * A launch with a cluster dimension (cudaLaunchAttributeClusterDimension) groups consecutive blocks
+ * into clusters that run at the same time on neighbouring SMs. A block of a cluster may write the
+ * shared memory of another (here: only the copy engine does, by multicast) and arrive on its
+ * mbarriers; an address in the "shared::cluster" window names a location in any block of the
+ * cluster, and a block's own shared::cta addresses are valid shared::cluster addresses of itself. */
+
+/* This block's rank in its cluster, 0 .. cluster size - 1. */
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
+/* The cluster-wide barrier, in two halves: every thread of every block of the cluster arrives
+ * (release: its earlier memory operations, remote arrivals included, happen before) and waits
+ * (acquire) for all the others; threads that have exited count as arrived. Needed once after the
+ * mbarriers are initialised, before another block may signal them, and once before a block exits
+ * while another may still arrive on its mbarriers. */
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+
+/* The shared::cluster address of the location at shared::cta address `addr` in block `rank`. */
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+    uint32_t mapped;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(mapped) : "r"(addr), "r"(rank));
+    return mapped;
+}
+
+/* One arrival on an mbarrier of any block of the cluster (`bar` from cluster_map). Release at CTA
+ * scope, the instruction's default, as for mbarrier_arrive: what a stage signals this way is that
+ * its wgmma reads of a slot, which the arriving thread has waited for, are done, and the other
+ * block only writes the slot again through the copy engine after waiting for the phase. A release
+ * at cluster scope (.release.cluster) puts a memory barrier (MEMBAR) in front of every arrival,
+ * which stalls the arriving warp and, through the turns, its warpgroup (docs/14 measured it). */
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* tma_load_4d to every block of the cluster in cta_mask (bit r: block r): the engine reads the box
+ * from global memory once and writes it to the same shared-memory offset `smem_dst` of each of those
+ * blocks, adding its bytes to the transaction count of the mbarrier at offset `bar` of each. */
+__device__ __forceinline__ void tma_load_4d_multicast(uint32_t smem_dst, const CUtensorMap *map, uint32_t bar, uint16_t cta_mask,
+                                                      int c0, int c1, int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(smem_dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(cta_mask)
+        : "memory");
 }
 
 /* ---- registers and named barriers (warp specialisation) ----------------------------------

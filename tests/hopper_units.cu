@@ -11,7 +11,11 @@
  *   TMA       one 64-row box of each 64-column half of a [batch, seqlen, heads, 128] tensor, at a
  *             sequence tail (rows past seqlen zero-filled), through an mbarrier used for two
  *             phases, compared byte for byte with the swizzled layout; then a TMA store of a box
- *             at the tail, which must write the rows inside the tensor and none past it.
+ *             at the tail, which must write the rows inside the tensor and none past it;
+ *   cluster   two blocks of a cluster each load half of a 64-row box by multicast into both, each
+ *             block's mbarrier expecting the whole box; each releases the tile with an arrival on
+ *             the empty mbarrier of both blocks (mapa, remote arrive), and the next phase's loads
+ *             wait for both: both blocks must hold the whole box, in both phases.
  * bf16 and fp16 throughout. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
  * GPU other than sm_90 everything is skipped with the reason.
  */
@@ -331,6 +335,107 @@ static void test_tma(const char *tname, flash_dtype dtype) {
     free(h), free(got), free(back);
 }
 
+/* ---- clusters: multicast and remote arrivals ----------------------------------------------- */
+
+constexpr int kHalfRows = kBoxRows / 2;
+
+/* A cluster of two blocks, two phases of one 64-row tile slot, as stage 14 uses its K/V slots: in
+ * phase ph block r loads rows 64 ph + 32 r .. + 31 by multicast into the slot of both blocks, at
+ * 32 r rows into it; each block's full barrier expects the whole box. Each block copies its slot
+ * out (raw_out: [block][phase][box bytes]), then its thread 0 arrives on the empty barrier of both
+ * blocks; a block loads the next phase only once both blocks have released the slot. */
+__global__ void __launch_bounds__(128) multicast_kernel(const __grid_constant__ CUtensorMap map, int head, int batch, uint8_t *raw_out,
+                                                       int *rank_out) {
+    __shared__ __align__(1024) uint8_t slot[kBoxBytes];
+    __shared__ __align__(8) uint64_t full, empty;
+    const uint32_t full_addr = smem_u32(&full), empty_addr = smem_u32(&empty), rank = cluster_ctarank();
+    if (threadIdx.x == 0) {
+        mbarrier_init(full_addr, 1);
+        mbarrier_init(empty_addr, 2);  // one arrival from each block of the cluster
+        fence_mbarrier_init();
+    }
+    /* The partner's copies and arrivals may reach this block's barriers as soon as it passes here. */
+    cluster_arrive();
+    cluster_wait();
+    for (int phase = 0; phase < 2; ++phase) {
+        if (threadIdx.x == 0) {
+            if (phase > 0) mbarrier_wait(empty_addr, (phase - 1) & 1);
+            mbarrier_arrive_expect_tx(full_addr, kBoxBytes);
+            tma_load_4d_multicast(smem_u32(slot) + rank * kHalfRows * 128, &map, full_addr, 0x3, 0, head,
+                                  kBoxRows * phase + kHalfRows * (int)rank, batch);
+        }
+        mbarrier_wait(full_addr, phase & 1);
+        for (int i = threadIdx.x; i < kBoxBytes; i += 128) raw_out[(blockIdx.x * 2 + phase) * kBoxBytes + i] = slot[i];
+        __syncthreads();  // every thread has read the slot before it is released
+        if (threadIdx.x == 0)
+            for (uint32_t r = 0; r < 2; ++r) mbarrier_arrive_cluster(cluster_map(empty_addr, r));
+    }
+    /* No block exits while the other may still arrive on its barriers. */
+    cluster_arrive();
+    cluster_wait();
+    if (threadIdx.x == 0) rank_out[blockIdx.x] = (int)rank;
+}
+
+template <typename T>
+static void test_multicast(const char *tname, flash_dtype dtype) {
+    /* [batch 2, seqlen 100, heads 3, 64]: phase 0 loads rows 0..63 of batch 1, head 2; phase 1 rows
+     * 64..127, of which 36 lie inside the tensor (the rest zero-filled). */
+    const int B = 2, S = 100, H = 3, D = 64, head = 2, batch = 1;
+    const size_t n = (size_t)B * S * H * D;
+    uint16_t *h = (uint16_t *)malloc(n * 2);
+    for (size_t i = 0; i < n; ++i) h[i] = (uint16_t)(0x3c00 + (i * 7919) % 1021);
+    void *src;
+    uint8_t *raw;
+    int *ranks;
+    CUDA_OK(cudaMalloc(&src, n * 2));
+    CUDA_OK(cudaMalloc(&raw, 4 * kBoxBytes));
+    CUDA_OK(cudaMalloc(&ranks, 2 * sizeof(int)));
+    CUDA_OK(cudaMemcpy(src, h, n * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(raw, 0x5a, 4 * kBoxBytes));
+    CUDA_OK(cudaMemset(ranks, 0xff, 2 * sizeof(int)));
+    CUtensorMap map;
+    if (flash_tma_map(&map, src, dtype, B, S, H, D, kHalfRows, "hopper_units", "src")) {
+        printf("FAIL: multicast %s: %s\n", tname, flash_strerror(FLASH_E_CUDA));
+        n_fail++;
+        return;
+    }
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    config.gridDim = dim3(2), config.blockDim = dim3(128), config.attrs = &cluster, config.numAttrs = 1;
+    CUDA_OK(cudaLaunchKernelEx(&config, multicast_kernel, map, head, batch, raw, ranks));
+    CUDA_OK(cudaDeviceSynchronize());
+    uint16_t *got = (uint16_t *)malloc(4 * kBoxBytes);
+    int got_ranks[2];
+    CUDA_OK(cudaMemcpy(got, raw, 4 * kBoxBytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got_ranks, ranks, sizeof got_ranks, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    if (got_ranks[0] != 0 || got_ranks[1] != 1) {
+        printf("FAIL: cluster_ctarank %s: blocks 0 and 1 report ranks %d and %d\n", tname, got_ranks[0], got_ranks[1]);
+        bad = 1;
+    }
+    for (int b = 0; b < 2 && !bad; ++b)
+        for (int phase = 0; phase < 2 && !bad; ++phase)
+            for (int r = 0; r < kBoxRows && !bad; ++r)
+                for (int c = 0; c < D && !bad; ++c) {
+                    const int row = kBoxRows * phase + r;
+                    const uint16_t want = row < S ? h[(((size_t)batch * S + row) * H + head) * D + c] : 0;
+                    const uint16_t g = got[(b * 2 + phase) * kBoxBytes / 2 + sw128_idx(kBoxRows, r, c)];
+                    if (g != want) {
+                        printf("FAIL: multicast %s: block %d phase %d row %d col %d = 0x%04x, want 0x%04x (%s)\n", tname, b, phase, r,
+                               c, g, want, (r / kHalfRows) != b ? "the other block's half did not arrive here" : "this block's own half");
+                        bad = 1;
+                    }
+                }
+    if (!bad)
+        printf("PASS: cluster %s: each block's half multicast into both, whole-box expect-tx, remote empty arrivals, "
+               "phases 0 and 1 in both blocks\n", tname);
+    n_pass += !bad, n_fail += bad;
+    cudaFree(src), cudaFree(raw), cudaFree(ranks);
+    free(h), free(got);
+}
+
 int main(void) {
     int device = 0, major = 0, minor = 0;
     if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ||
@@ -362,6 +467,8 @@ int main(void) {
     test_wgmma<__half, 128, 176>("fp16");
     test_tma<__nv_bfloat16>("bf16", FLASH_BF16);
     test_tma<__half>("fp16", FLASH_FP16);
+    test_multicast<__nv_bfloat16>("bf16", FLASH_BF16);
+    test_multicast<__half>("fp16", FLASH_FP16);
     printf("hopper_units: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -73,11 +73,14 @@ build_variant() {
 # The small problems compute-sanitizer runs on, in tests/test_sanitizer.sh and the grader:
 #   tails   seqlen_q 150, seqlen_k 203: a Q tail and a K tail, causal, GQA (2 heads share one);
 #   no-key  seqlen_q 400, seqlen_k 40, causal: rows 0..359 see no key, so whole query tiles do,
-#           up to 256 rows, more than any stage's kBlockM: blocks with nothing to compute.
-SANITIZER_PROBLEMS="tails no-key"
+#           up to 256 rows, more than any stage's kBlockM: blocks with nothing to compute;
+#   nomask  seqlen_q 300, seqlen_k 203, no mask, GQA: what stage 14 runs in clusters at head_dim
+#           128 (3 query tiles of 128: a cluster with a block past the end of the sequence).
+SANITIZER_PROBLEMS="tails no-key nomask"
 sanitizer_problem() {
     case $1 in
     tails)  echo "--batch 1 --seqlen-q 150 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 1" ;;
     no-key) echo "--batch 1 --seqlen-q 400 --seqlen-k 40 --heads 2 --kv-heads 1 --causal 1" ;;
+    nomask) echo "--batch 1 --seqlen-q 300 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 0" ;;
     esac
 }

@@ -91,6 +91,14 @@ stage_ptx_checks() {
         want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
+    14) want "$dir" "$ptx" "TMA multicast loads (.multicast::cluster)" "cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.multicast::cluster"
+        want "$dir" "$ptx" "arrivals on another block's mbarrier (mapa, shared::cluster)" "mbarrier\.arrive\.shared::cluster\.b64"
+        want "$dir" "$ptx" "mapa (the partner's barrier address)" "mapa\.shared::cluster"
+        want "$dir" "$ptx" "cluster barrier" "barrier\.cluster\.wait"
+        want "$dir" "$ptx" "a global tile counter (the causal grid's scheduler)" "atom\.global\.add"
+        want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
+        want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
     *)  bad "$dir instruction checks" "tests/stage_checks.sh has no case for stage $nn: say what its PTX must hold" ;;
     esac
     case $nn in 04|05|06|07|08) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA" ;; esac
@@ -116,6 +124,9 @@ stage_sass_checks() {
     13) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "USETMAXREG.TRY_ALLOC 0xa0 = 160 (three consumers)" "USETMAXREG\.TRY_ALLOC\.CTAPOOL .*0xa0"
         want "$label" "$sass" "a global atomic (ATOMG)" "ATOMG|RED\."
         want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
+    14) want "$label" "$sass" "UTMALDG.MULTICAST" "UTMALDG.*MULTICAST"; want "$label" "$sass" "USETMAXREG" "USETMAXREG"
+        want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "SYNCS" "SYNCS"
+        want "$label" "$sass" "UCGABAR (the cluster barrier)" "UCGABAR"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
     esac
 }
