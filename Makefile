@@ -193,12 +193,13 @@ reference: $(BUILD)/allstages
 
 # The rows every ratio of README and docs comes from (harness/rounds.py). ROUNDS_TAG=_again writes a
 # second measurement of the same commit beside the first (the reproducibility table of
-# docs/measuring.md).
+# docs/measuring.md). ROUNDS_ALSO="kernel13" times those stages over the sweep too, beside the last
+# of each track.
 ROUNDS ?= 4
 rounds: $(BUILD)/libflash.so $(BUILD)/allstages
 	@mkdir -p plots/rounds
 	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) \
-	    --csv plots/rounds/$(GPU_SLUG)_$(COMMIT)$(ROUNDS_TAG).csv
+	    --csv plots/rounds/$(GPU_SLUG)_$(COMMIT)$(ROUNDS_TAG).csv $(if $(ROUNDS_ALSO),--sweep-also $(ROUNDS_ALSO))
 
 plot:
 	$(PYTHON) plots/plot.py plots/*.csv

@@ -15,8 +15,8 @@ What is timed, with one timing function for all (harness/reference.py's time_cal
 warm-up, each kernel's own settling work right before its timed calls, the L2 flushed before every
 call, no synchronisation inside the timed loop):
   headline   the chapters' problem, causal and not: every stage this GPU runs, FA2, cuDNN, FA3;
-  sweep      the sweep: the last stage of each track (stages 01-08 on mma.sync, the Hopper track)
-             and the references.
+  sweep      the sweep: the last stage of each track (stages 01-08 on mma.sync, the Hopper track),
+             any stage named by --sweep-also, and the references.
 The stages run through build/libflash.so (common/flash.h, by ctypes) on the same PyTorch tensors
 the references read. Before its first timing in a run each kernel's output is compared with FA2's
 on the same inputs; one that disagrees stops the run (exit 1), since its timing would be
@@ -81,10 +81,12 @@ class StageCall:
         return call
 
 
-def problem_sets(which, stages):
-    """[(problem tuple as reference.py takes it, kernel columns)] in the order a round visits them."""
+def problem_sets(which, stages, also=()):
+    """[(problem tuple as reference.py takes it, kernel columns)] in the order a round visits them;
+    `also`: stage columns timed over the sweep besides the last of each track."""
     everything = [k for _, k, _ in stages] + list(TIMED_REFERENCES)
-    tracks = last_of_each_track(stages) + list(TIMED_REFERENCES)
+    tracks = [k for _, k, _ in stages if k in also and k not in last_of_each_track(stages)]
+    tracks += last_of_each_track(stages) + list(TIMED_REFERENCES)
     sets = []
     if which in ("headline", "all"):
         sets += [(ref.as_reference_problem(HEADLINE[:-1] + (c,)), everything) for c in (0, 1)]
@@ -102,6 +104,9 @@ def main():
     ap.add_argument("--set", choices=["headline", "sweep", "all"], default="all",
                     help="headline: every stage and reference at the headline problem; sweep: the last "
                          "stage of each track and the references over the sweep; all: both (default)")
+    ap.add_argument("--sweep-also", nargs="*", default=[], metavar="KERNEL",
+                    help="stages timed over the sweep besides the last of each track (kernel13 ...): "
+                         "a stage and the one before it point by point")
     ap.add_argument("--lib", default=os.path.join(os.environ.get("BUILD", "build"), "libflash.so"),
                     help="the library with the stages (default build/libflash.so: make lib)")
     ap.add_argument("--iters", type=int, default=15, help="timed calls per kernel and problem at most (default 15)")
@@ -135,7 +140,10 @@ def main():
     if kernels.fa3_missing:
         print(f"FlashAttention-3 not available ({kernels.fa3_missing}): its rows are skipped")
     gpu, commit, flush = torch.cuda.get_device_name(), ref.git_commit(), ref.make_flush_buffer(torch)
-    sets = problem_sets(args.set, stages)
+    unknown = sorted(set(args.sweep_also) - {k for _, k, _ in stages})
+    if unknown:
+        ap.error(f"--sweep-also: no stage {', '.join(unknown)} in {args.lib}")
+    sets = problem_sets(args.set, stages, args.sweep_also)
     print(f"GPU: {gpu}   PyTorch {torch.__version__}   commit {commit}   {args.rounds} rounds of "
           f"{len(sets)} problems; {args.warmup} warm-up + up to {args.iters} timed calls per kernel")
 

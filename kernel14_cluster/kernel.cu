@@ -16,7 +16,8 @@
  *            clusters the device holds at once.
  * Bottleneck: as stage 13's: the fixed latencies of each warpgroup's chain from S through the
  *            softmax to P; the L2 traffic halves (docs/14: the profile before and after).
- * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
+ * Measured:  (written by tools/results_md.py from the rounds)
+ * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel14 && ./run
  * Read:      docs/14_cluster.md; the CUDA Programming Guide, "Thread Block Clusters"; the PTX ISA,
  *            "cp.async.bulk.tensor" (.multicast::cluster), "mapa" and "barrier.cluster".
