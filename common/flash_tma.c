@@ -46,10 +46,30 @@ static encode_tiled_fn get_encode_tiled(const char *stage) {
     return encode_tiled;
 }
 
+/* cuTensorMapEncodeTiled is a driver call, and answers CUDA_ERROR_INVALID_CONTEXT (201) on a host
+ * thread that has no current context. The runtime makes the device's primary context current on a
+ * thread only at its first call there that needs one, and a stage's first runtime calls on a new
+ * thread (cudaGetDevice, attribute queries) need none: tests/test_api.py --threads met the error
+ * on one of eight fresh threads. cudaSetDevice makes the primary context current (CUDA 12.0 on),
+ * once per thread. */
+static _Thread_local int context_current;
+
+static int make_context_current(const char *stage) {
+    if (context_current) return 0;
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaSetDevice(device);
+    if (err != cudaSuccess)
+        return flash_set_error(FLASH_E_CUDA, "%s: making the device's context current: %s", stage, cudaGetErrorString(err));
+    context_current = 1;
+    return 0;
+}
+
 int flash_tma_map(CUtensorMap *map, const void *base, flash_dtype dtype, int batch, int seqlen, int heads, int head_dim,
                   int box_rows, const char *stage, const char *what) {
     const encode_tiled_fn encode = get_encode_tiled(stage);
     if (!encode) return FLASH_E_CUDA;
+    if (make_context_current(stage)) return FLASH_E_CUDA;
     const cuuint64_t elem = 2;  // bf16 and fp16
     /* Sizes innermost first, and the byte strides of dimensions 1.. (dimension 0 is contiguous). */
     const cuuint64_t dims[4] = {(cuuint64_t)head_dim, (cuuint64_t)heads, (cuuint64_t)seqlen, (cuuint64_t)batch};
