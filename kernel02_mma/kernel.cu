@@ -14,8 +14,8 @@
  * Bottleneck: shared memory. Each fragment costs one 32-bit load per register, V needs two 16-bit
  *            loads per register (it is read transposed), and with 128- or 256-byte rows the eight
  *            rows a warp touches at once sit in the same banks: up to 8-way conflicts.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
- *            commit 7b0fa18): 55.6 TFLOP/s, 0.16x FA2, 5.03x stage 01; causal 53.9 TFLOP/s, 0.17x
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
+ *            commit e74aa8e): 55.6 TFLOP/s, 0.16x FA2, 5.02x stage 01; causal 53.9 TFLOP/s, 0.17x
  *            FA2, 5.01x stage 01.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel02 && ./run

@@ -11,9 +11,9 @@
  *            writes, the ldmatrix reads and the O staging all follow the same layout.
  * Bottleneck: the block still loads K_j and V_j, waits, and only then computes: copy latency and
  *            compute alternate instead of overlapping.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
- *            commit 7b0fa18): 243.9 TFLOP/s, 0.71x FA2, 4.22x stage 04; causal 230.1 TFLOP/s, 0.72x
- *            FA2, 4.09x stage 04.
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
+ *            commit e74aa8e): 244.5 TFLOP/s, 0.70x FA2, 4.27x stage 04; causal 232.4 TFLOP/s, 0.72x
+ *            FA2, 4.15x stage 04.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel05 && ./run
  * Read:      docs/05_swizzle.md; in the blog series, https://lubits.ch/flash/Part-4 (bank conflicts

@@ -21,9 +21,9 @@
  *            part of the active cycles; at head_dim 64 and 1k keys or fewer no pipe is full, the
  *            kernel is latency-bound (too few warps per scheduler, too few key tiles per query
  *            tile, and without a mask the spare rows of 192-row tiles): docs/13_overlap.md.
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 5 alternating rounds (make rounds,
- *            commit 7b0fa18): 576.4 TFLOP/s, 0.90x FA3, 1.00x stage 12; causal 500.1 TFLOP/s, 0.85x
- *            FA3, 0.96x stage 12.
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
+ *            commit e74aa8e): 589.5 TFLOP/s, 0.89x FA3, 1.01x stage 12; causal 542.5 TFLOP/s, 0.90x
+ *            FA3, 1.01x stage 12.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; the FlashAttention-3 paper on its persistent kernels; the PTX

@@ -14,9 +14,13 @@
  *            (release_slot); a head's query tiles are counted in whole clusters; the launch goes
  *            through cudaLaunchKernelEx with a cluster dimension, its persistent grid sized by the
  *            clusters the device holds at once.
- * Bottleneck: as stage 13's: the fixed latencies of each warpgroup's chain from S through the
- *            softmax to P; the L2 traffic halves (docs/14: the profile before and after).
- * Measured:  (written by tools/results_md.py from the rounds)
+ * Bottleneck: as stage 13's, the fixed latencies of each warpgroup's chain from S through the
+ *            softmax to P, and now the pair's step: a block refills a K/V slot only once both
+ *            blocks' consumers have released it. The L2 traffic falls by about half and the clock
+ *            rises, but the cycles grow as much (docs/14: the profile of both).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
+ *            commit e74aa8e): 589.3 TFLOP/s, 0.89x FA3, 0.99x stage 13; causal 540.1 TFLOP/s, 0.89x
+ *            FA3, 0.99x stage 13.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel14 && ./run
  * Read:      docs/14_cluster.md; the CUDA Programming Guide, "Thread Block Clusters"; the PTX ISA,

@@ -154,8 +154,9 @@ class Data:
     def rounds_commit(self):
         return ", ".join(self._rounds()[1].commits())
 
-    def has_rounds(self, kernel, problem):
-        return self.rounds is not None and self.rounds[1].rounds(kernel, problem) > 0
+    def has_rounds(self, kernel, problem, which=None):
+        which = which or self.rounds
+        return which is not None and which[1].rounds(kernel, problem) > 0
 
     def median(self, kernel, problem, which=None):
         path, rounds = which or self._rounds()
@@ -293,13 +294,14 @@ def ladder_intro(data):
             f"whose single run also draws the sweep plot; the ceilings come from `./run --peak` in that run.")
 
 
-def track_last_stages(data):
-    """[(stage, is_hopper)] for the last stage of each track that the rounds timed over the whole sweep."""
+def track_last_stages(data, which=None):
+    """[(stage, is_hopper)] for the last stage of each track that the rounds (`which`: one
+    measurement, by default data.rounds) timed over the whole sweep."""
     res = data.results
     out = []
     for hopper in (False, True):
         track = [k for k in res.stages if (k in res.hopper) == hopper
-                 and all(data.has_rounds(k, sweep_problem(s, d, c)) for s in SWEEP_SEQLENS for d in SWEEP_HEAD_DIMS for c in (0, 1))]
+                 and all(data.has_rounds(k, sweep_problem(s, d, c), which) for s in SWEEP_SEQLENS for d in SWEEP_HEAD_DIMS for c in (0, 1))]
         if track:
             out.append((track[-1], hopper))
     return out
@@ -358,27 +360,28 @@ def measured_block(data, nn):
     if not stages:
         raise GenError(f"{data.csv_path} has no kernel{nn} rows")
     stage = stages[0]
-    for last, hopper in track_last_stages(data):
-        if last == stage:
-            return ladder + "\n\n" + sweep_intro(data, stage, hopper) + "\n\n" + sweep_rounds_table(data, stage, hopper)
-    return (ladder + f"\n\nStage {nn} over the sweep in the one benchmark run (`make bench`), TFLOP/s; the rounds sweep the "
-            f"last stage of each track only, so no ratio is given here:\n\n" + sweep_onerun_table(data, stage))
+    # The rounds sweep the last stage of each track, and any stage `make rounds ROUNDS_ALSO=...` named.
+    if all(data.has_rounds(stage, p) for p in sweep_points("all", "all", ())):
+        hopper = stage in data.results.hopper
+        return ladder + "\n\n" + sweep_intro(data, stage, hopper) + "\n\n" + sweep_rounds_table(data, stage, hopper)
+    return (ladder + f"\n\nStage {nn} over the sweep in the one benchmark run (`make bench`), TFLOP/s; the rounds did not "
+            f"sweep this stage, so no ratio is given here:\n\n" + sweep_onerun_table(data, stage))
 
 
 def readme_ratios(data, which):
     """{(stage or reference, what, causal): ratio} of every ratio the README's tables state, from
-    one measurement (`which`: data.rounds or data.again)."""
+    one measurement (`which`: data.rounds, data.again or an earlier pair), for the stages it timed."""
     res = data.results
     out = {}
     refs = rounds_references(data, headline(0))
-    stages = [k for k in res.stages if data.has_rounds(k, headline(0))]
+    stages = [k for k in res.stages if data.has_rounds(k, headline(0), which)]
     for n, stage in enumerate(stages):
         for c in (0, 1):
             for k, label in refs:
                 out[(stage, f"/ {label}", c, "headline")] = data.ratio(stage, k, headline(c), which)
             if n > 0:
                 out[(stage, "vs previous", c, "headline")] = data.ratio(stage, stages[n - 1], headline(c), which)
-    for stage, hopper in track_last_stages(data):
+    for stage, hopper in track_last_stages(data, which):
         for k, label in REFERENCES:
             if k not in TRACK_REFERENCES[hopper]:
                 continue
