@@ -47,27 +47,26 @@
  * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
  * file among them), kCluster blocks per cluster sharing each K/V tile (1: no cluster). The macros
  * let a build try other shapes. */
-template <int M, int N, int C, int R, int S, int B, int K, int OV>
+template <int M, int N, int C, int R, int S, int B, int K>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B, kCluster = K;
-    static constexpr bool kOInV = OV;  // O staged in its query tile's last V slot instead of a tile of its own
 };
 /* Clusters of two at head_dim 128 without a mask, as FlashAttention-3 runs them; none at head_dim
  * 64 and none with a mask (docs/14 measures both). */
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 1, 0
+#define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 1
 #endif
 #ifndef FLASH_TILE_D128
-#define FLASH_TILE_D128 128, 160, 2, 232, 2, 1, 2, 1
+#define FLASH_TILE_D128 128, 128, 2, 232, 2, 1, 2
 #endif
 /* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
  * there), so they can take tiles of their own; and no cluster: neighbouring causal query tiles
  * visit different numbers of key tiles, and the tile counter hands tiles to one block at a time. */
 #ifndef FLASH_TILE_D64_CAUSAL
-#define FLASH_TILE_D64_CAUSAL 192, 128, 3, 160, 2, 1, 1, 0
+#define FLASH_TILE_D64_CAUSAL 192, 128, 3, 160, 2, 1, 1
 #endif
 #ifndef FLASH_TILE_D128_CAUSAL
-#define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 1, 0
+#define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 1
 #endif
 /* Short causal sequences at head_dim 64 (seqlen_q up to FLASH_SHORT_CAUSAL) take 128 query rows
  * and two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3
@@ -75,7 +74,7 @@ struct TileShape {
  * consumers still measured slower than two: the spare rows are a larger share of fewer, shorter
  * tiles. From 2k on a third consumer is faster (docs/13). */
 #ifndef FLASH_TILE_D64_CAUSAL_SHORT
-#define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 1, 0
+#define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 1
 #endif
 #ifndef FLASH_SHORT_CAUSAL
 #define FLASH_SHORT_CAUSAL 1024
@@ -90,13 +89,12 @@ template <> struct Tile<64, true, true> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT>
 /* Two Q_i buffers, so that the next query tile's Q_i lands while the consumers still issue their
  * S with this one, and the joint turn never waits for it. */
 constexpr int kQBuffers = 2;
-/* Shared memory of one block: the Q_i buffers, O's staging tile (unless O is staged in a V slot)
- * and kStages K/V slots, plus 1 KiB to align the tiles. */
+/* Shared memory of one block: the Q_i buffers, O's staging tile and kStages K/V slots, plus 1 KiB
+ * to align the tiles. */
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
 __host__ __device__ constexpr int smem_bytes() {
     using Shape = Tile<kHeadDim, kCausal, kShort>;
-    return ((kQBuffers + (Shape::kOInV ? 0 : 1)) * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) +
-           1024;
+    return ((kQBuffers + 1) * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 /* A block may have 227 KiB of shared memory on sm_90; the kernel's own __shared__ barriers and
  * messages take well under the 1 KiB kept back for them here. */
@@ -368,8 +366,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
     constexpr int kStages = Tile<kHeadDim, kCausal, kShort>::kStages;  // K/V slots in the ring
     constexpr int kCluster = Tile<kHeadDim, kCausal, kShort>::kCluster;  // blocks sharing each K/V tile
-    constexpr bool kOInV = Tile<kHeadDim, kCausal, kShort>::kOInV;       // O staged in the last V slot
-    static_assert(!kOInV || kBlockM <= kBlockN, "O's tile fits in a V slot");
     static_assert(kCluster >= 1 && (kCluster == 1 || !kCausal), "clusters without a mask only (its tiles are all equal)");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -390,10 +386,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
     static_assert(kNConsumers == 2 || kNConsumers == 3, "the turns go round two or three consumer warpgroups");
     /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
-     * turn of consumer c on the tensor cores, kOBarrier all consumers before O overwrites a V
-     * slot. */
-    constexpr int kTurnBarrier = 1 + kNConsumers, kOBarrier = kTurnBarrier + kNConsumers;
-    static_assert(kOBarrier <= 15, "16 named barriers");
+     * turn of consumer c on the tensor cores. */
+    constexpr int kTurnBarrier = 1 + kNConsumers;
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
     constexpr int kKStepsPV = kBlockN / 16;  // k16 steps of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
@@ -410,12 +404,11 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
     unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(T);
-    /* O [kBlockM, kHeadDim], staged for its TMA store: in a tile of its own, or (kOInV) in the slot
-     * of its query tile's last V tile, where it is placed per query tile (finish_prev). */
+    T *sO = reinterpret_cast<T *>(smem + kQBuffers * kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
     const uint32_t sO_u32 = sQ_u32 + kQBuffers * kQBytes;
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
     constexpr uint32_t kSlotBytes = 2 * kTileBytes;  // a slot: K_j then V_j
-    const uint32_t sK_u32 = sO_u32 + (kOInV ? 0 : kQBytes), sV_u32 = sK_u32 + kTileBytes;
+    const uint32_t sK_u32 = sO_u32 + kQBytes, sV_u32 = sK_u32 + kTileBytes;
     /* The ring's barriers, a pair per slot and tensor. "full" (arrival count 1: the producer's
      * expect-tx) completes when the tile has landed, every block's part of it; "empty" (arrival
      * count kNConsumers * kCluster: one arrival per consumer warpgroup of every block of the
@@ -566,7 +559,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const int warp_row0 = (warp - 4) * 16;
     /* The warpgroup's 64 rows of a Q_i buffer (and of O) start 64 rows (8 atoms) into each column
      * block. */
-    const uint32_t q_rows = consumer * 64 * 128;
+    const uint32_t q_rows = consumer * 64 * 128, o_tile = sO_u32 + consumer * 64 * 128;
     /* One thread per warpgroup releases a slot: the wgmma that read it belong to the whole
      * warpgroup, and its wait has seen them complete. */
     const bool releases = threadIdx.x % 128 == 0;
@@ -617,11 +610,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     auto finish_prev = [&]() {
         if (has_prev) {
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
-             * like the others, for the copies of the tiles after it: here, or with O staged in it,
-             * once the store has read O out (below). */
-            if (!kOInV && releases) release_slot<kCluster>(empty_v_u32 + 8 * prev_v_stage);
-            const uint32_t o_base = kOInV ? prev_v_tile : sO_u32, o_tile = o_base + consumer * 64 * 128;
-            T *sO = reinterpret_cast<T *>(smem + (o_base - sQ_u32));
+             * like the others, for the copies of the tiles after it. */
+            if (releases) release_slot<kCluster>(empty_v_u32 + 8 * prev_v_stage);
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
             float inv_l[2];
 #pragma unroll
@@ -636,10 +626,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * where its whole warpgroup would wait with it at the next turn. */
             if (threadIdx.x % 128 == 0) tma_store_wait_read();
             named_barrier_sync(1 + consumer, 128);
-            /* O in the V slot: every consumer's last P V has read that V tile before any consumer
-             * writes O over it. The other warpgroups' P V come a turn or two later; they reach this
-             * barrier right after waiting for them. */
-            if (kOInV) named_barrier_sync(kOBarrier, kNConsumers * 128);
 #pragma unroll
             for (int nt = 0; nt < kNTilesO; ++nt)
 #pragma unroll
@@ -657,12 +643,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 for (int c = 0; c < kHeadDim / 64; ++c)
                     tma_store_4d(&map_o, o_tile + c * kBlockM * 128, 64 * c, prev.head, prev.row0 + 64 * consumer, prev.batch);
                 tma_store_commit();
-                /* O in the V slot: the slot is released once this warpgroup's store has read its
-                 * rows; the producer waits for it before the slot's next V tile, one tile on. */
-                if (kOInV) {
-                    tma_store_wait_read();
-                    release_slot<kCluster>(empty_v_u32 + 8 * prev_v_stage);
-                }
             }
             if (p.lse && t == 0) {
                 float *lse = p.lse + ((int64_t)prev.batch * p.heads_q + prev.head) * p.seqlen_q;
@@ -711,7 +691,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
          * (both [rows, kHeadDim], landed, and with no copy left to come into them: the producer has
          * said it has no more tiles), for the same reason as the P = 0. */
         const int s0 = kv % kStages;
-        const uint32_t k_first = last ? (kOInV ? sK_u32 + prev_v_stage * kSlotBytes : prev_v_tile) : sK_u32 + s0 * kSlotBytes;
+        const uint32_t k_first = last ? prev_v_tile : sK_u32 + s0 * kSlotBytes;
         const uint32_t v_prev = has_prev ? prev_v_tile : k_first;
         if (!last) {
             mbarrier_wait(bar_q_u32 + 8 * q_buffer, (q_use / kQBuffers) & 1);
