@@ -8,8 +8,8 @@ another can differ by that much for reasons that are not theirs. Here each round
 problem once and, at each, times every kernel back to back (in the opposite order in every other
 round, so that no kernel always goes first); a ratio is the median over the pairs of rounds (one
 forward, one reversed) of the geometric mean of the pair's two ratios within a round, which
-cancels what the order alone does (plots/plot.py's round_ratio says why). tools/results_md.py writes every ratio of README.md and docs/ from these rows, and
-plots/plot.py the ladder.
+cancels what the order alone does (plots/plot.py's round_ratio says why). tools/results_md.py
+writes every ratio of README.md and docs/ from these rows, and plots/plot.py the ladder.
 
 What is timed, with one timing function for all (harness/reference.py's time_calls: CUDA events,
 warm-up, each kernel's own settling work right before its timed calls, the L2 flushed before every
@@ -85,8 +85,8 @@ def problem_sets(which, stages, also=()):
     """[(problem tuple as reference.py takes it, kernel columns)] in the order a round visits them;
     `also`: stage columns timed over the sweep besides the last of each track."""
     everything = [k for _, k, _ in stages] + list(TIMED_REFERENCES)
-    tracks = [k for _, k, _ in stages if k in also and k not in last_of_each_track(stages)]
-    tracks += last_of_each_track(stages) + list(TIMED_REFERENCES)
+    last = last_of_each_track(stages)
+    tracks = [k for _, k, _ in stages if k in also and k not in last] + last + list(TIMED_REFERENCES)
     sets = []
     if which in ("headline", "all"):
         sets += [(ref.as_reference_problem(HEADLINE[:-1] + (c,)), everything) for c in (0, 1)]
