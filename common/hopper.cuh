@@ -73,6 +73,22 @@ __device__ __forceinline__ uint64_t wgmma_desc_mn_major(uint32_t smem_addr, int 
     return wgmma_desc(smem_addr, (uint32_t)rows * 128, 1024);
 }
 
+/* The descriptor of the operand `bytes` further on: only the start address moves, so a loop builds
+ * a tile's descriptor once and adds each k16 step's offset to its low word, one integer add per
+ * wgmma instead of the mask, shift and or of wgmma_desc. The start field cannot overflow into LBO:
+ * shared-memory addresses stay below 2^18, so start + offset stays below 2^14 units of 16 bytes. */
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
+    const uint32_t lo = (uint32_t)desc + (bytes >> 4), hi = (uint32_t)(desc >> 32);
+    return (uint64_t)hi << 32 | lo;
+}
+
+/* A value that every lane of the warp holds alike (the warp's index, a tile number read from
+ * shared memory), as one the compiler knows is: it cannot tell from threadIdx.x / 32 or from a
+ * shared-memory load, and keeps what it derives from them (addresses, hence wgmma descriptors) in
+ * per-thread registers, each moved to a uniform register (R2UR) before every wgmma. Lane 0's copy,
+ * through a shuffle, is uniform by construction. */
+__device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xffffffffu, value, 0); }
+
 /* ---- wgmma: warpgroup matrix multiply-accumulate -------------------------------------------
  *
  * D[64, N] (+)= A[64, 16] B[16, N] over one warpgroup: 4 consecutive warps, the first one's index a

@@ -160,18 +160,19 @@ __device__ __forceinline__ void release_slot(uint32_t bar) {
 }
 
 /* S = Q_i K_j^T for this warpgroup's 64 rows: kHeadDim / 16 wgmma m64n{kBlockN}k16, one per k16
- * step of the head dimension. q_tile is the first byte of the warpgroup's rows of Q_i (column block
- * 0), k_tile that of K_j's slot. Step kk reads column block kk / 4 (kRows * 128 bytes further) at
- * byte 32 (kk % 4) of each 128-byte row: the descriptor's start address moves, nothing else.
+ * step of the head dimension. q_desc describes the first byte of the warpgroup's rows of Q_i
+ * (column block 0), k_desc that of K_j's slot. Step kk reads column block kk / 4 (kRows * 128
+ * bytes further) at byte 32 (kk % 4) of each 128-byte row: the descriptor's start address moves,
+ * nothing else, so each step's descriptors are the tile's plus a constant (wgmma_desc_advance).
  * Returns with the product in flight; the caller waits. Unlike stage 11 the caller fences
  * (gemm_fence), once for both GEMMs of a turn: a register definition between the two issues (the
  * fence's hold on O) would make ptxas serialise the wgmma. */
 template <typename T, int kHeadDim, int kBlockM, int kBlockN>
-__device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint32_t q_tile, uint32_t k_tile) {
+__device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t q_desc, uint64_t k_desc) {
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk)
-        wgmma_ss(acc_s, wgmma_desc_k_major(q_tile + (kk / 4) * kBlockM * 128 + (kk % 4) * 32),
-                 wgmma_desc_k_major(k_tile + (kk / 4) * kBlockN * 128 + (kk % 4) * 32), kk > 0, T());
+        wgmma_ss(acc_s, wgmma_desc_advance(q_desc, (kk / 4) * kBlockM * 128 + (kk % 4) * 32),
+                 wgmma_desc_advance(k_desc, (kk / 4) * kBlockN * 128 + (kk % 4) * 32), kk > 0, T());
     wgmma_commit();
 }
 
@@ -259,14 +260,14 @@ __device__ __forceinline__ void rescale_o(float (&acc_o)[kHeadDim / 8][4], const
 }
 
 /* O += P V_j for this warpgroup's 64 rows: kBlockN / 16 wgmma m64n{kHeadDim}k16 with A = P from
- * registers and B = V_j MN-major from its slot v_tile. Step kk reads keys 16 kk .. 16 kk + 15: two
- * 8-row atoms, 2048 bytes further; the descriptor's LBO steps from head-dim columns 0..63 to
- * 64..127 (kBlockN * 128 bytes), its SBO from the first 8 keys of the step to the next 8. Returns
+ * registers and B = V_j MN-major from its slot, described by v_desc. Step kk reads keys 16 kk ..
+ * 16 kk + 15: two 8-row atoms, 2048 bytes further; the descriptor's LBO steps from head-dim columns
+ * 0..63 to 64..127 (kBlockN * 128 bytes), its SBO from the first 8 keys of the step to the next 8. Returns
  * with the product in flight: the caller must not touch acc_o or p_frag before wgmma_wait. */
 template <typename T, int kHeadDim, int kBlockN>
-__device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const uint32_t (&p_frag)[kBlockN / 16][4], uint32_t v_tile) {
+__device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const uint32_t (&p_frag)[kBlockN / 16][4], uint64_t v_desc) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_rs(acc_o, p_frag[kk], wgmma_desc_mn_major(v_tile + kk * 2048, kBlockN), 1, T());
+    for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_rs(acc_o, p_frag[kk], wgmma_desc_advance(v_desc, kk * 2048), 1, T());
     wgmma_commit();
 }
 
@@ -565,6 +566,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const bool releases = threadIdx.x % 128 == 0;
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    /* The descriptors of slot 0's K and V tiles; slot s's are s * kSlotBytes further. */
+    const uint64_t k_desc0 = wgmma_desc_k_major(sK_u32), v_desc0 = wgmma_desc_mn_major(sV_u32, kBlockN);
 
     /* Ping-pong: the consumer warpgroups take turns issuing their GEMMs, in a ring (with three, as
      * FA3 does at head_dim 64: 0, 1, 2, 0, ...). Warpgroup c waits at named barrier
@@ -665,7 +668,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
     for (int msg = 0;; ++msg) {
         mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
-        const int w = msg_tile[msg & 1];
+        const int w = warp_uniform(msg_tile[msg & 1]);
         mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
         /* last: no tile after prev, whose last P V still takes a turn of its own. */
         const bool last = w < 0;
@@ -684,6 +687,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         const int row_g = tw.row0 + warp_row0 + g;  // rows row_g + 8 h
         const int q_buffer = q_use % kQBuffers;
         const uint32_t q_tile = last ? prev_q_tile : sQ_u32 + q_buffer * kQBytes + q_rows;
+        const uint64_t q_desc = wgmma_desc_k_major((uint32_t)warp_uniform((int)q_tile));
 
         /* The joint turn's operands. Its S is this tile's first, S_0 = Q_i K_{n-1}^T; P V is prev's
          * last, or P = 0 times K_{n-1} again before the block's first tile. After the block's last
@@ -710,8 +714,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         {
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
-            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, v_prev);
-            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, k_first);
+            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_mn_major(v_prev, kBlockN));
+            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_k_major(k_first));
             named_barrier_arrive(next_turn, 256);
             wgmma_wait<1>();
             wgmma_hold(acc_o);
@@ -734,8 +738,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             rescale_o<kHeadDim>(acc_o, alpha);
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
-            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_tile, sK_u32 + stage * kSlotBytes);
-            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, sV_u32 + stage_prev * kSlotBytes);
+            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
+            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
             /* S_t first: its group was committed first; the P V may run on under the softmax. */
             wgmma_wait<1>();
