@@ -300,6 +300,13 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     }
 }
 
+#ifndef FLASH_RESCALE_AFTER_PV
+#define FLASH_RESCALE_AFTER_PV 1
+#endif
+#ifndef FLASH_V_WAIT_AFTER_QK
+#define FLASH_V_WAIT_AFTER_QK 0
+#endif
+
 /* Causal tiles are numbered longest first within a group of FLASH_CAUSAL_HEAD_GROUP (head, batch)
  * pairs: with groups of one, each head's longest tile comes right after the previous head's
  * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
@@ -704,7 +711,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         /* prev's last V tile: its barrier nobody has waited for yet. */
         if (has_prev) mbarrier_wait(full_v_u32 + 8 * prev_v_stage, (prev_v_use / kStages) & 1);
         /* O *= alpha of prev's last tile before its P V is issued. */
-        rescale_o<kHeadDim>(acc_o, alpha);
+        if (!FLASH_RESCALE_AFTER_PV) rescale_o<kHeadDim>(acc_o, alpha);
 
         /* Software pipeline: V trails K by one tile as in stage 10; the turn of tile t issues S_t
          * and the P V of tile t - 1, and the joint turn that of prev's last tile with S_0. */
@@ -734,11 +741,12 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             const int n_block = n_blocks - 1 - tile;
             const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
             mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
-            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
-            rescale_o<kHeadDim>(acc_o, alpha);
+            if (!FLASH_V_WAIT_AFTER_QK) mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+            if (!FLASH_RESCALE_AFTER_PV) rescale_o<kHeadDim>(acc_o, alpha);
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
             qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
+            if (FLASH_V_WAIT_AFTER_QK) mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
             /* S_t first: its group was committed first; the P V may run on under the softmax. */
@@ -750,6 +758,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_wait<0>();
             wgmma_hold(acc_o);
             if (releases) release_slot<kCluster>(empty_v_u32 + 8 * stage_prev);
+            if (FLASH_RESCALE_AFTER_PV) rescale_o<kHeadDim>(acc_o, alpha);
             pack_p<T>(acc_s, p_frag);
         }
 
