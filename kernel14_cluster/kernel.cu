@@ -300,13 +300,6 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     }
 }
 
-#ifndef FLASH_RESCALE_AFTER_PV
-#define FLASH_RESCALE_AFTER_PV 1
-#endif
-#ifndef FLASH_V_WAIT_AFTER_QK
-#define FLASH_V_WAIT_AFTER_QK 0
-#endif
-
 /* Causal tiles are numbered longest first within a group of FLASH_CAUSAL_HEAD_GROUP (head, batch)
  * pairs: with groups of one, each head's longest tile comes right after the previous head's
  * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
@@ -591,14 +584,13 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
     /* What one query tile leaves to the next: its last P V. The joint turn (below) issues it
      * together with the next tile's first S, and the epilogue of the tile runs under that S; so
-     * O, P's fragments, alpha, m and l live across the loop, and `prev` names the tile they belong
+     * O, P's fragments, m and l live across the loop, and `prev` names the tile they belong
      * to. Before the block's first tile there is no P V to finish, and the turn issues one with
      * P = 0 (whose product is dropped): every turn issues the same wgmma, on one path of the code,
      * and ptxas keeps them asynchronous (a wgmma issued on some paths only makes it serialise
      * every wgmma of the kernel, info C7519). */
     float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
     float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
-    float alpha[2] = {1.0f, 1.0f};        // the rescale of O that the next P V must apply first
     float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
     uint32_t p_frag[kKStepsPV][4];        // P (as A fragments) of the tile whose P V is still to come
 #pragma unroll
@@ -710,8 +702,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         }
         /* prev's last V tile: its barrier nobody has waited for yet. */
         if (has_prev) mbarrier_wait(full_v_u32 + 8 * prev_v_stage, (prev_v_use / kStages) & 1);
-        /* O *= alpha of prev's last tile before its P V is issued. */
-        if (!FLASH_RESCALE_AFTER_PV) rescale_o<kHeadDim>(acc_o, alpha);
 
         /* Software pipeline: V trails K by one tile as in stage 10; the turn of tile t issues S_t
          * and the P V of tile t - 1, and the joint turn that of prev's last tile with S_0. */
@@ -732,35 +722,46 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             if (last) break;
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * s0);
             if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+            /* The first tile's alpha would rescale an O that finish_prev has just zeroed. */
+            float alpha[2];
             softmax_tile(acc_s, m, l, alpha, scale_log2);
             pack_p<T>(acc_s, p_frag);
         }
         /* Stage 12's turns: S_t and the P V of tile t - 1, then the softmax of tile t while the
-         * tensor cores finish this warpgroup's P V and run the other warpgroups' GEMMs. */
-        for (int tile = 1; tile < n_blocks; ++tile) {
+         * tensor cores finish this warpgroup's P V and run the other warpgroups' GEMMs. O is
+         * rescaled by the new alpha as soon as that P V is complete, in the same stretch of code as
+         * the softmax, where its multiplications fill the issue slots the exp2 leaves free; before
+         * the next turn's fence (stage 13) ptxas moved them past the turn's barrier, between the
+         * barrier and the first wgmma. */
+        auto turn = [&](int tile, bool masked) {
             const int n_block = n_blocks - 1 - tile;
             const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
             mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
-            if (!FLASH_V_WAIT_AFTER_QK) mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
-            if (!FLASH_RESCALE_AFTER_PV) rescale_o<kHeadDim>(acc_o, alpha);
+            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
             qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
-            if (FLASH_V_WAIT_AFTER_QK) mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
             /* S_t first: its group was committed first; the P V may run on under the softmax. */
             wgmma_wait<1>();
             wgmma_hold(acc_s);
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * stage);
-            if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+            if (masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+            float alpha[2];
             softmax_tile(acc_s, m, l, alpha, scale_log2);
             wgmma_wait<0>();
             wgmma_hold(acc_o);
             if (releases) release_slot<kCluster>(empty_v_u32 + 8 * stage_prev);
-            if (FLASH_RESCALE_AFTER_PV) rescale_o<kHeadDim>(acc_o, alpha);
+            rescale_o<kHeadDim>(acc_o, alpha);
             pack_p<T>(acc_s, p_frag);
-        }
+        };
+        /* The tiles that need the mask are the last keys, visited first; the loop over the others
+         * has no masking code at all, no branch between the wait for S and the softmax, as
+         * FlashAttention-3 splits it. */
+        int tile = 1;
+        for (; tile < n_blocks && n_blocks - 1 - tile >= n_masked; ++tile) turn(tile, true);
+        for (; tile < n_blocks; ++tile) turn(tile, false);
 
         /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
         if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);

@@ -5,7 +5,7 @@
 #   make grade refuses a stage without an assignment, and a file with the wrong entry point fails
 #   for that reason ([symbol]), never as "did not build";
 #   make sass and make diff work from the sources alone;
-#   make ab asks for a stage and a GPU, and refuses bad variant names and a missing base file;
+#   make ab asks for a stage and a GPU, and refuses bad variant names and missing source files;
 #   tools/ncu_metrics.sh refuses a problem it does not know.
 set -u
 cd "$(dirname "$0")/.."
@@ -48,6 +48,11 @@ for spec in "base=FOO=1" "a-b=FOO=1" "=FOO=1"; do
         ok "tools/ab.sh refuses the variant name in '$spec' before building"
     fi
 done
+if AB_STAGE=13 AB="x:/nonexistent.cu=FOO=1" bash tools/ab.sh >"$T/ab.out" 2>&1 || ! grep -q "variant x: no file" "$T/ab.out"; then
+    bad "tools/ab.sh refuses a variant whose source file is missing" "$(head -c 200 "$T/ab.out")"
+else
+    ok "tools/ab.sh refuses a variant whose source file is missing"
+fi
 if AB_STAGE=13 AB="x=FOO=1" AB_BASE_SRC=/nonexistent bash tools/ab.sh >"$T/ab.out" 2>&1 ||
    ! grep -q "AB_BASE_SRC: no file" "$T/ab.out"; then
     bad "tools/ab.sh refuses a missing AB_BASE_SRC" "$(head -c 200 "$T/ab.out")"

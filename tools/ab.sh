@@ -3,7 +3,8 @@
 # to stage NN faster? Builds the stage once as the base (its kernel.cu as it is, or AB_BASE_SRC: an
 # older copy of it, to time a change against what came before) and once per variant (the stage's
 # kernel.cu with the variant's macros forced in: "FLASH_CAUSAL_HEAD_GROUP=4", or a tile
-# "FLASH_TILE_D128=128,128,2,232,2,1,0,0"; an empty list builds the file as it is). Then
+# "FLASH_TILE_D128=128,128,2,232,2,1,0,0"; an empty list builds the file as it is; a name
+# "name:FILE" builds FILE instead of kernel.cu, an older or a candidate copy of it). Then
 # AB_ROUNDS rounds, each timing every build's sweep in turn, so that all of them meet the same
 # clocks and power limit (docs/measuring.md). The rows, harness output as it is, go to
 # plots/ab/<gpu>_NN_<commit>/base.csv and <name>.csv, a directory per run (emptied first);
@@ -40,6 +41,9 @@ build() {  # build NAME SOURCE [MACRO=VALUE ...]: build/ab/NAME, or a message an
 IFS=';' read -r -a specs <<<"$AB"
 for spec in "${specs[@]}"; do
     name=${spec%%=*}
+    src=${name#*:}
+    name=${name%%:*}
+    [ "$src" = "$name" ] || [ -f "$src" ] || { echo "make ab: variant $name: no file $src" >&2; exit 2; }
     case $name in ''|base|*[!A-Za-z0-9_]*) echo "make ab: '$name': a variant's name is letters, digits and _, and not base" >&2; exit 2 ;; esac
 done
 names=(base)
@@ -47,8 +51,10 @@ build base "$BASE_SRC" || exit 1
 for spec in "${specs[@]}"; do
     name=${spec%%=*}
     macros=${spec#"$name"}; macros=${macros#=}
+    src=$DIR/kernel.cu
+    case $name in *:*) src=${name#*:}; name=${name%%:*} ;; esac
     # shellcheck disable=SC2086
-    build "$name" "$DIR/kernel.cu" $macros || exit 1
+    build "$name" "$src" $macros || exit 1
     names+=("$name")
 done
 
