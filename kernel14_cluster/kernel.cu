@@ -737,10 +737,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             const int n_block = n_blocks - 1 - tile;
             const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
             mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
-            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
             qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
+            /* V_{t-1} only now: the producer copies it after K_t, and with a cluster its halves come
+             * from two producers, so it may land after S_t could start; the tensor cores run S_t
+             * meanwhile. A wait between two wgmma needs a fence of its own before the second. */
+            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+            wgmma_fence();
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
             /* S_t first: its group was committed first; the P V may run on under the softmax. */
