@@ -60,6 +60,37 @@ else
     ok "tools/ab.sh refuses a missing AB_BASE_SRC"
 fi
 
+# tools/sass_loop.py on a listing written here: a loop of 12 instructions whose forward branch skips
+# 3 (the masking code), 2 between the turn barrier and the first wgmma, 2 between the two waits;
+# an out-of-line retry of a wait, whose unconditional branch back is no loop.
+cat >"$T/loop.sass" <<'SASS'
+        Function : toy_kernel
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   BAR.SYNC.DEFER_BLOCKING R0, 0x100 ;
+        /*0020*/                   FMUL R2, R2, R3 ;
+        /*0030*/                   WARPGROUP.ARRIVE ;
+        /*0040*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT, gsb0 ;
+        /*0050*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*0060*/              @!P1 BRA 0xa0 ;
+        /*0070*/                   FSEL R24, R24, -INF , P2 ;
+        /*0080*/                   FSEL R25, R25, -INF , P3 ;
+        /*0090*/                   FSEL R26, R26, -INF , P4 ;
+        /*00a0*/                   FMNMX R9, R24, -INF , !PT ;
+        /*00b0*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*00c0*/               @P0 BRA 0x10 ;
+        /*00d0*/                   EXIT ;
+        /*00e0*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR10], R9 ;
+        /*00f0*/              @!P1 BRA 0xe0 ;
+        /*0100*/                   BRA 0x20 ;
+SASS
+python3 tools/sass_loop.py "$T/loop.sass" >"$T/loop.out" 2>&1
+want="loop 0x10-0xc0: 12 instructions, 9 on the path past forward branches; HGMMA 1 x 64x128x16; turn barrier to first wgmma: 2; S wait to P V wait: 6"
+if [ "$(grep -c '^  loop' "$T/loop.out")" -eq 1 ] && grep -qF "$want" "$T/loop.out"; then
+    ok "tools/sass_loop.py counts a listed loop"
+else
+    bad "tools/sass_loop.py counts a listed loop" "$(head -c 300 "$T/loop.out")"
+fi
+
 # tools/ncu_metrics.sh refuses a problem it cannot name before it looks for ncu or a GPU.
 for pr in sweep/96/1024 sweep/128/1000 headline/bogus; do
     NCU_PROBLEM=$pr bash tools/ncu_metrics.sh "$T/ncu.csv" 13 >"$T/ncu.out" 2>&1

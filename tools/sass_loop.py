@@ -23,7 +23,7 @@ BRANCH = re.compile(r"\bBRA(?:\.\S+)?\s+(?:P\d+,\s*)?(0x[0-9a-f]+)")
 
 def functions(text):
     """(name, [(address, instruction text)]) for each function of a cuobjdump -sass listing."""
-    for part in re.split(r"\n\s*Function : ", text)[1:]:
+    for part in re.split(r"^\s*Function : ", text, flags=re.M)[1:]:
         name, _, body = part.partition("\n")
         code = []
         for line in body.split("\n"):
@@ -90,9 +90,10 @@ def main():
         with open(args.file) as f:
             text = f.read()
     printed = 0
-    for name, code in functions(text):
+    for number, (name, code) in enumerate(functions(text), 1):
         if not re.search(args.function, name):
             continue
+        print(f"function {number}: {name}")
         for j, i in loops(code):
             body = code[j:i + 1]
             shapes = {}
@@ -106,7 +107,7 @@ def main():
             wait_pv = first(body, lambda x: "DEPBAR.LE gsb0, 0x0" in x)
             turn = arrive - sync if sync is not None and arrive is not None and arrive > sync else None
             between = wait_pv - wait_s if wait_s is not None and wait_pv is not None and wait_pv > wait_s else None
-            print(f"{name[:110]}\n  loop {code[j][0]:#x}-{code[i][0]:#x}: {len(body)} instructions, "
+            print(f"  loop {code[j][0]:#x}-{code[i][0]:#x}: {len(body)} instructions, "
                   f"{fast_path(code, j, i)} on the path past forward branches; HGMMA "
                   + ", ".join(f"{n} x {s}" for s, n in sorted(shapes.items()))
                   + f"; turn barrier to first wgmma: {turn if turn is not None else '-'}"
