@@ -13,7 +13,10 @@
  *            the consumers of both blocks and the consumers release a slot in both
  *            (release_slot); a head's query tiles are counted in whole clusters; the launch goes
  *            through cudaLaunchKernelEx with a cluster dimension, its persistent grid sized by the
- *            clusters the device holds at once.
+ *            clusters the device holds at once. And the consumer loop, fitted to the card as
+ *            FlashAttention-3's is (docs/14): wgmma descriptors built once per tile and advanced
+ *            by a constant per k16 step; O rescaled right after the P V wait; the tiles that need
+ *            the mask in a loop of their own; the wait for V_{t-1} after S_t is issued.
  * Bottleneck: as stage 13's, the fixed latencies of each warpgroup's chain from S through the
  *            softmax to P, and now the pair's step: a block refills a K/V slot only once both
  *            blocks' consumers have released it. The L2 traffic falls by about half and the clock
