@@ -10,7 +10,7 @@
  * Bottleneck: arithmetic. Every multiply-add runs on the FP32 pipe, 16x to 32x slower than the
  *            tensor cores that stage 02 brings in.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 11.1 TFLOP/s, 0.03x FA2; causal 10.8 TFLOP/s, 0.03x FA2.
+ *            commit a13f0f6): 11.1 TFLOP/s, 0.03x FA2; causal 10.7 TFLOP/s, 0.03x FA2.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel01 && ./run
  * Read:      docs/01_naive.md; in the blog series, https://lubits.ch/flash/Part-1 (scope,

@@ -15,7 +15,7 @@
  *            loads per register (it is read transposed), and with 128- or 256-byte rows the eight
  *            rows a warp touches at once sit in the same banks: up to 8-way conflicts.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 55.6 TFLOP/s, 0.16x FA2, 5.02x stage 01; causal 53.9 TFLOP/s, 0.17x
+ *            commit a13f0f6): 55.6 TFLOP/s, 0.16x FA2, 5.03x stage 01; causal 53.8 TFLOP/s, 0.17x
  *            FA2, 5.01x stage 01.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel02 && ./run

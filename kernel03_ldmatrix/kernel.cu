@@ -12,7 +12,7 @@
  * Bottleneck: global -> shared copies still go through registers, and every thread waits for its
  *            loads before the block can compute; the tiles still have 8-way bank conflicts.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 55.4 TFLOP/s, 0.16x FA2, 1.00x stage 02; causal 54.1 TFLOP/s, 0.17x
+ *            commit a13f0f6): 55.4 TFLOP/s, 0.16x FA2, 0.99x stage 02; causal 54.1 TFLOP/s, 0.17x
  *            FA2, 1.00x stage 02.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel03 && ./run

@@ -13,8 +13,8 @@
  * Bottleneck: bank conflicts. The copies land in, and ldmatrix reads from, rows whose 16-byte
  *            chunks at the same column all sit in the same four banks: 8-way conflicts.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 57.5 TFLOP/s, 0.16x FA2, 1.03x stage 03; causal 56.0 TFLOP/s, 0.17x
- *            FA2, 1.04x stage 03.
+ *            commit a13f0f6): 57.5 TFLOP/s, 0.17x FA2, 1.04x stage 03; causal 55.8 TFLOP/s, 0.17x
+ *            FA2, 1.03x stage 03.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel04 && ./run
  * Read:      docs/04_cp_async.md; in the blog series, https://lubits.ch/flash/Part-2 (the building

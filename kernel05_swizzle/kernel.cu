@@ -12,8 +12,8 @@
  * Bottleneck: the block still loads K_j and V_j, waits, and only then computes: copy latency and
  *            compute alternate instead of overlapping.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 244.5 TFLOP/s, 0.70x FA2, 4.27x stage 04; causal 232.4 TFLOP/s, 0.72x
- *            FA2, 4.15x stage 04.
+ *            commit a13f0f6): 245.2 TFLOP/s, 0.72x FA2, 4.28x stage 04; causal 230.6 TFLOP/s, 0.72x
+ *            FA2, 4.13x stage 04.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel05 && ./run
  * Read:      docs/05_swizzle.md; in the blog series, https://lubits.ch/flash/Part-4 (bank conflicts

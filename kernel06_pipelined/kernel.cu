@@ -16,7 +16,7 @@
  * Bottleneck: the softmax: expf of every scaled score, a max and a sum reduced across the quad
  *            every tile, and O rescaled every tile, all on the same issue slots as the mma.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 259.7 TFLOP/s, 0.74x FA2, 1.06x stage 05; causal 242.7 TFLOP/s, 0.75x
+ *            commit a13f0f6): 255.4 TFLOP/s, 0.75x FA2, 1.04x stage 05; causal 239.7 TFLOP/s, 0.74x
  *            FA2, 1.04x stage 05.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel06 && ./run

@@ -16,7 +16,7 @@
  *            of shared memory, chosen for readability, not for the card; masks are tested on every
  *            tile, and index arithmetic is recomputed inside the loop.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 290.3 TFLOP/s, 0.83x FA2, 1.12x stage 06; causal 267.2 TFLOP/s, 0.82x
+ *            commit a13f0f6): 281.7 TFLOP/s, 0.82x FA2, 1.09x stage 06; causal 263.2 TFLOP/s, 0.82x
  *            FA2, 1.10x stage 06.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel07 && ./run

@@ -38,8 +38,8 @@
  *            warps per scheduler to overlap them; what is left needs Hopper's wgmma and TMA
  *            (docs/08_final.md).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 341.8 TFLOP/s, 0.97x FA2, 1.17x stage 07; causal 314.5 TFLOP/s, 0.97x
- *            FA2, 1.17x stage 07.
+ *            commit a13f0f6): 333.7 TFLOP/s, 0.98x FA2, 1.20x stage 07; causal 301.8 TFLOP/s, 0.94x
+ *            FA2, 1.15x stage 07.
  * Needs:     sm_80: an Ampere or newer GPU, like every stage of the chapters' path.
  * Run:       make kernel08 && ./run
  * Read:      docs/08_final.md; in the blog series, https://lubits.ch/flash/Part-6 (auto-tuning),

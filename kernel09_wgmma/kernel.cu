@@ -25,8 +25,8 @@
  *            one __syncthreads per tile keeps the two warpgroups in step; stage 10 hands the copies
  *            to the TMA unit.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 477.6 TFLOP/s, 0.73x FA3, 1.41x stage 08; causal 438.9 TFLOP/s, 0.73x
- *            FA3, 1.40x stage 08.
+ *            commit a13f0f6): 473.6 TFLOP/s, 0.74x FA3, 1.42x stage 08; causal 434.5 TFLOP/s, 0.74x
+ *            FA3, 1.44x stage 08.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma exists nowhere else.
  * Run:       make kernel09 && ./run
  * Read:      docs/09_wgmma.md; the PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate".

@@ -28,7 +28,7 @@
  *            __syncthreads per tile still tells the copy thread that a slot is free; stage 11 gives
  *            the copies a warp of their own and frees slots with mbarriers.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 558.8 TFLOP/s, 0.85x FA3, 1.16x stage 09; causal 499.9 TFLOP/s, 0.83x
+ *            commit a13f0f6): 544.9 TFLOP/s, 0.84x FA3, 1.14x stage 09; causal 494.4 TFLOP/s, 0.84x
  *            FA3, 1.14x stage 09.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma exists nowhere else.
  * Run:       make kernel10 && ./run

@@ -23,7 +23,7 @@
  *            moment while the tensor cores idle; the copies keep up (a deeper ring does not
  *            help). Stage 12 makes the consumers take turns (docs/11_warp_specialized.md).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 557.7 TFLOP/s, 0.84x FA3, 1.00x stage 10; causal 507.9 TFLOP/s, 0.85x
+ *            commit a13f0f6): 533.4 TFLOP/s, 0.83x FA3, 0.98x stage 10; causal 505.3 TFLOP/s, 0.86x
  *            FA3, 1.02x stage 10.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel11 && ./run

@@ -20,8 +20,8 @@
  *            waits, among them a warpgroup's wait for its S behind the other's P V, became the
  *            largest stall (docs/12_pingpong.md). Stage 13 runs one tile's end under the next's.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 584.6 TFLOP/s, 0.88x FA3, 1.05x stage 11; causal 533.4 TFLOP/s, 0.89x
- *            FA3, 1.05x stage 11.
+ *            commit a13f0f6): 573.7 TFLOP/s, 0.89x FA3, 1.07x stage 11; causal 523.0 TFLOP/s, 0.89x
+ *            FA3, 1.04x stage 11.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel12 && ./run
  * Read:      docs/12_pingpong.md; §3.1 of the FlashAttention-3 paper (ping-pong scheduling); the

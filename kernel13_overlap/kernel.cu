@@ -22,8 +22,8 @@
  *            kernel is latency-bound (too few warps per scheduler, too few key tiles per query
  *            tile, and without a mask the spare rows of 192-row tiles): docs/13_overlap.md.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 589.5 TFLOP/s, 0.89x FA3, 1.01x stage 12; causal 542.5 TFLOP/s, 0.90x
- *            FA3, 1.01x stage 12.
+ *            commit a13f0f6): 582.4 TFLOP/s, 0.91x FA3, 1.02x stage 12; causal 521.8 TFLOP/s, 0.89x
+ *            FA3, 0.99x stage 12.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; the FlashAttention-3 paper on its persistent kernels; the PTX

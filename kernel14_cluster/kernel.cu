@@ -22,8 +22,8 @@
  *            blocks' consumers have released it. The L2 traffic falls by about half and the clock
  *            rises, but the cycles grow as much (docs/14: the profile of both).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit e74aa8e): 589.3 TFLOP/s, 0.89x FA3, 0.99x stage 13; causal 540.1 TFLOP/s, 0.89x
- *            FA3, 0.99x stage 13.
+ *            commit a13f0f6): 632.5 TFLOP/s, 0.98x FA3, 1.08x stage 13; causal 551.9 TFLOP/s, 0.93x
+ *            FA3, 1.05x stage 13.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel14 && ./run
  * Read:      docs/14_cluster.md; the CUDA Programming Guide, "Thread Block Clusters"; the PTX ISA,

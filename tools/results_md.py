@@ -175,17 +175,21 @@ class Data:
         return rounds.ratio(a, b, problem)
 
     def ncu_value(self, kernel, metric, problem="headline"):
+        """The newest row of KERNEL's counter, or with KERNEL@COMMIT the newest of that commit's."""
         path, rows = self.ncu
         if rows is None:
             raise GenError(f"{path} does not exist (tools/gpu_session.sh ncu writes it)")
-        if (kernel, metric, problem) not in rows:
-            raise GenError(f"{path} has no {metric} for {kernel} at {problem} "
-                           f"(NCU_PROBLEM={problem} tools/ncu_metrics.sh writes it)")
-        return rows[(kernel, metric, problem)]
+        kernel, _, commit = kernel.partition("@")
+        key = (kernel, metric, problem) + ((commit,) if commit else ())
+        if key not in rows:
+            raise GenError(f"{path} has no {metric} for {kernel} at {problem}" + (f" from commit {commit}" if commit else "")
+                           + f" (NCU_PROBLEM={problem} tools/ncu_metrics.sh writes it)")
+        return rows[key]
 
 
 def read_ncu(path):
-    """{(kernel, metric, problem): (value, unit, commit)}: the last row of each wins."""
+    """{(kernel, metric, problem): (value, unit, commit)}: the last row of each wins; and the same
+    under (kernel, metric, problem, commit), the last row of each commit."""
     rows = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
@@ -194,6 +198,7 @@ def read_ncu(path):
             except ValueError:
                 continue
             rows[(row["kernel"], row["metric"], row["problem"])] = (value, row["unit"], row["commit"])
+            rows[(row["kernel"], row["metric"], row["problem"], row["commit"])] = (value, row["unit"], row["commit"])
     return rows
 
 
@@ -660,7 +665,8 @@ def ncu_block(data, kernels):
 #   peakpct KERNEL [PROBLEM]         53 %            a kernel's median TFLOP/s as a percentage of the ceiling
 #   wgmmapeak                        929.0           the wgmma ceiling (the wgmma_peak row: Hopper only)
 #   wgmmapeakpct KERNEL [PROBLEM]    55 %            a kernel's median TFLOP/s as a percentage of the wgmma ceiling
-#   ncu KERNEL METRIC [PROBLEM]      7.5 G / 12.6 %  one Nsight Compute counter (of NCU_PROBLEM's rows)
+#   ncu KERNEL METRIC [PROBLEM]      7.5 G / 12.6 %  one Nsight Compute counter (of NCU_PROBLEM's rows);
+#                                                    KERNEL@COMMIT: the rows that commit's profile wrote
 #   ncuratio KERNEL KERNEL METRIC    8.0x            the first kernel's counter over the second's
 #   sweepratio KERNEL REF D C        0.96x-1.23x     the range of KERNEL / REF (per-round medians) over the
 #                                                    sweep (D: 64, 128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
