@@ -4,9 +4,9 @@
 # older copy of it, to time a change against what came before) and once per variant (the stage's
 # kernel.cu with the variant's macros forced in: "FLASH_CAUSAL_HEAD_GROUP=4", or a tile
 # "FLASH_TILE_D128=128,128,2,232,2,1,0,0"; an empty list builds the file as it is; a name
-# "name:FILE" builds FILE instead of kernel.cu, an older or a candidate copy of it). Then
-# AB_ROUNDS rounds, each timing every build's sweep in turn, so that all of them meet the same
-# clocks and power limit (docs/measuring.md). The rows, harness output as it is, go to
+# "name:FILE" builds FILE instead of kernel.cu, an older or a candidate copy of it), the builds
+# side by side. Then AB_ROUNDS rounds, each timing every build's sweep in turn (even rounds in the
+# reverse order), so that all of them meet the same clocks and power limit (docs/measuring.md). The rows, harness output as it is, go to
 # plots/ab/<gpu>_NN_<commit>/base.csv and <name>.csv, a directory per run (emptied first);
 # tools/results_md.py turns one into the <!-- AB:NN,<commit> --> table of per-point ratios to the
 # base. Runs from `make ab`.
@@ -46,24 +46,36 @@ for spec in "${specs[@]}"; do
     [ "$src" = "$name" ] || [ -f "$src" ] || { echo "make ab: variant $name: no file $src" >&2; exit 2; }
     case $name in ''|base|*[!A-Za-z0-9_]*) echo "make ab: '$name': a variant's name is letters, digits and _, and not base" >&2; exit 2 ;; esac
 done
+# The builds run side by side (each is one nvcc of one file), the timing only once all are done.
 names=(base)
-build base "$BASE_SRC" || exit 1
+build base "$BASE_SRC" &
+pids=($!)
 for spec in "${specs[@]}"; do
     name=${spec%%=*}
     macros=${spec#"$name"}; macros=${macros#=}
     src=$DIR/kernel.cu
     case $name in *:*) src=${name#*:}; name=${name%%:*} ;; esac
     # shellcheck disable=SC2086
-    build "$name" "$src" $macros || exit 1
+    build "$name" "$src" $macros &
+    pids+=($!)
     names+=("$name")
 done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || exit 1
 
 slug=$("$T/base" --gpu-slug) || exit 1
 OUTDIR=plots/ab/${slug}_${NN}_${COMMIT:-unknown}
 mkdir -p "$OUTDIR"
 rm -f "$OUTDIR"/*.csv
+# Odd rounds take the builds in order, even rounds in reverse: a build's place in a round moves its
+# figures (docs/measuring.md), and pairs of rounds cancel that.
+reversed=()
+for ((i = ${#names[@]} - 1; i >= 0; --i)); do reversed+=("${names[i]}"); done
 for round in $(seq 1 "${AB_ROUNDS:-2}"); do
-    for name in "${names[@]}"; do
+    order=("${names[@]}")
+    [ $((round % 2)) = 0 ] && order=("${reversed[@]}")
+    for name in "${order[@]}"; do
         echo "round $round: $name"
         timeout 300 "$T/$name" --stage "$((10#$NN))" --sweep --csv "$OUTDIR/$name.csv" >"$T/$name.log" 2>&1 ||
             { echo "make ab: $name failed: $(tail -n 2 "$T/$name.log")" >&2; exit 1; }
