@@ -325,6 +325,26 @@ def print_table(rows):
               f"{r['head_dim']:>4} {r['causal']:>6} {r['ms_median']:>10} {r['ms_min']:>9} {r['tflops']:>8}")
 
 
+def profile_fa3(parser, spec):
+    """Four calls of FA3 on one problem (three warm-up, the fourth the one Nsight Compute records),
+    each in its own launch, the way tools/ncu_metrics.sh runs a stage."""
+    try:
+        batch, heads, seqlen, head_dim, causal = (int(v) for v in spec.split(","))
+    except ValueError:
+        parser.error(f"--profile-fa3 {spec}: want five integers B,H,S,D,CAUSAL")
+    import torch
+    fa3, why = import_fa3()
+    if fa3 is None:
+        print(f"FlashAttention-3 not available ({why})", file=sys.stderr)
+        return 2
+    x = Inputs(torch, batch, heads, seqlen, head_dim, causal)
+    call = Kernels(torch)._fa3(fa3)(x)
+    for _ in range(4):
+        call()
+    torch.cuda.synchronize()
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(
         description="Time FlashAttention-2 and cuDNN attention through PyTorch SDPA, and "
@@ -337,7 +357,12 @@ def main():
                         help="which problems to time (default: all = headline + sweep)")
     parser.add_argument("--iters", type=int, default=30, help="timed calls per kernel at most (default 30)")
     parser.add_argument("--warmup", type=int, default=5, help="warm-up calls per kernel (default 5)")
+    parser.add_argument("--profile-fa3", metavar="B,H,S,D,CAUSAL",
+                        help="only call FlashAttention-3 four times on this bf16 problem, untimed, "
+                             "nothing printed or written: the launches tools/ncu_metrics.sh profiles")
     args = parser.parse_args()
+    if args.profile_fa3:
+        return profile_fa3(parser, args.profile_fa3)
     if args.iters < MIN_ITERS or args.warmup < 0:
         parser.error(f"--iters must be >= {MIN_ITERS} and --warmup >= 0")
 
