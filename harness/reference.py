@@ -333,12 +333,11 @@ def profile_fa3(parser, spec):
     except ValueError:
         parser.error(f"--profile-fa3 {spec}: want five integers B,H,S,D,CAUSAL")
     import torch
-    fa3, why = import_fa3()
-    if fa3 is None:
-        print(f"FlashAttention-3 not available ({why})", file=sys.stderr)
+    kernels = Kernels(torch)
+    if "fa3" not in kernels.available:
+        print(f"FlashAttention-3 not available ({kernels.fa3_missing})", file=sys.stderr)
         return 2
-    x = Inputs(torch, batch, heads, seqlen, head_dim, causal)
-    call = Kernels(torch)._fa3(fa3)(x)
+    call = kernels.available["fa3"][1](Inputs(torch, batch, heads, seqlen, head_dim, causal))
     for _ in range(4):
         call()
     torch.cuda.synchronize()
