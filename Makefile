@@ -67,7 +67,7 @@ HARNESS_OBJ    := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(wildcard harness
 API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
-.PHONY: help all lib test bench reference rounds plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
+.PHONY: help all lib test bench reference rounds rounds-shapes plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
 
 help:
 	@echo "Flash attention from scratch: targets"
@@ -78,6 +78,7 @@ help:
 	@echo "  make bench          every stage on the headline problem and the sweep -> plots/<gpu>.csv"
 	@echo "  make reference      time FA2, cuDNN and FA3 through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make rounds         stages and references timed in alternating rounds (PyTorch) -> plots/rounds/"
+	@echo "  make rounds-shapes  the same kernels on the shapes off the sweep (GQA, tails, Sq != Sk, 32k) -> plots/shapes/"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
 	@echo "  make tune [K=10]    time candidate tile shapes of stage 08 (or K) on this GPU"
 	@echo "  make ab K=13 AB='name=MACRO=VALUE;...'  builds of stage K timed against it in turn -> plots/ab/"
@@ -200,6 +201,13 @@ rounds: $(BUILD)/libflash.so $(BUILD)/allstages
 	@mkdir -p plots/rounds
 	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) \
 	    --csv plots/rounds/$(GPU_SLUG)_$(COMMIT)$(ROUNDS_TAG).csv $(if $(ROUNDS_ALSO),--sweep-also $(ROUNDS_ALSO))
+
+# The same kernels on the shapes off the sweep (harness/contract.py's SHAPES_BASE: a tail, GQA,
+# seqlen_q != seqlen_k, 32k), in a file of their own: the ladder and the README read plots/rounds/.
+rounds-shapes: $(BUILD)/libflash.so $(BUILD)/allstages
+	@mkdir -p plots/shapes
+	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) --set shapes \
+	    --csv plots/shapes/$(GPU_SLUG)_$(COMMIT).csv $(if $(ROUNDS_ALSO),--sweep-also $(ROUNDS_ALSO))
 
 plot:
 	$(PYTHON) plots/plot.py plots/*.csv

@@ -50,6 +50,27 @@ def sweep_problems():
     return [sweep_problem(s, d, c) for d in SWEEP_HEAD_DIMS for c in (0, 1) for s in SWEEP_SEQLENS]
 
 
+# Shapes off the sweep, timed only in alternating rounds (harness/rounds.py --set shapes), to see
+# whether a lead on the sweep holds where the sweep does not look: a sequence that is no multiple of
+# any tile (the last tile of every query and key range partly empty), grouped-query attention (8
+# key/value heads for 32 query heads), a short query range over a long key range (chunked prefill:
+# with the mask bottom-right aligned, every query sees most of the keys) and 32k keys. Each shape
+# runs with and without the mask. They touch the same memory as the headline, or less, and the kernels
+# see them only through the C API; the references too, where they can run them (see reference.py).
+SHAPES_BASE = [
+    ("bf16", 16, 16, 16, 4000, 4000, 128),
+    ("bf16", 8, 32, 8, 4096, 4096, 128),
+    ("bf16", 16, 32, 8, 4096, 4096, 64),
+    ("bf16", 16, 16, 16, 1024, 8192, 128),
+    ("bf16", 2, 16, 16, 32768, 32768, 128),
+]
+
+
+def shape_problems():
+    """Every off-sweep shape, without and with the mask."""
+    return [base + (c,) for base in SHAPES_BASE for c in (0, 1)]
+
+
 def seqlen_label(seqlen):
     """512 -> '512', 4096 -> '4k'."""
     return f"{seqlen // 1024}k" if seqlen >= 1024 else str(seqlen)

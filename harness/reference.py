@@ -83,6 +83,12 @@ def as_reference_problem(problem):
     return (batch, heads_q, seqlen_q, head_dim, causal)
 
 
+def inputs_for(torch, problem, seed=0):
+    """The inputs of any contract problem tuple, square or not, grouped-query or not."""
+    dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = problem
+    return Inputs(torch, batch, heads_q, seqlen_q, head_dim, causal, dtype, seed, heads_kv=heads_kv, seqlen_k=seqlen_k)
+
+
 def select_problems(which):
     headline = [as_reference_problem(HEADLINE), as_reference_problem(HEADLINE[:-1] + (1,))]
     sweep = [as_reference_problem(p) for p in sweep_problems()]
@@ -238,9 +244,17 @@ class Kernels:
 
     def _sdpa(self, sdpa, sdpa_kernel, backend):
         def make_call(x):
-            # SDPA's is_causal is top-left aligned, the project's mask bottom-right aligned; they are
-            # the same mask here because every problem has seqlen_q == seqlen_k.
+            # SDPA's is_causal is top-left aligned, the project's mask bottom-right aligned: the same
+            # mask only where seqlen_q == seqlen_k, so SDPA sits out the causal problems of other
+            # shapes (None: it cannot run this problem).
+            if x.causal and x.seqlen != x.seqlen_k:
+                return None
             q, k, v = (t.transpose(1, 2) for t in (x.q, x.k, x.v))
+            if x.heads_kv != x.heads:
+                # Grouped-query attention: these backends take as many K/V heads as query heads, so
+                # each K/V head is repeated for its group, before and outside the timed calls.
+                group = x.heads // x.heads_kv
+                k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
 
             def call():
                 # Only this backend may run: SDPA would otherwise fall back silently to another one.
@@ -257,7 +271,7 @@ class Kernels:
             if x.dtype == FP8_DTYPE:
                 # Per (batch, kv-head) descale factors, as FA3 takes them: 1, the inputs being
                 # e4m3 values as they are.
-                ones = torch.ones((x.batch, x.heads), dtype=torch.float32, device="cuda")
+                ones = torch.ones((x.batch, x.heads_kv), dtype=torch.float32, device="cuda")
                 extra = dict(q_descale=ones, k_descale=ones, v_descale=ones)
 
             def call():
@@ -269,24 +283,29 @@ class Kernels:
 
 
 class Inputs:
-    """Seeded N(0, 1) inputs of one problem, [batch, seqlen, heads, head_dim], in bf16 or
-    (dtype "e4m3") rounded to e4m3."""
+    """Seeded N(0, 1) inputs of one problem, Q as [batch, seqlen, heads, head_dim] and K, V as
+    [batch, seqlen_k, heads_kv, head_dim] (by default seqlen and heads), in bf16 or (dtype "e4m3")
+    rounded to e4m3."""
 
-    def __init__(self, torch, batch, heads, seqlen, head_dim, causal, dtype="bf16", seed=0):
+    def __init__(self, torch, batch, heads, seqlen, head_dim, causal, dtype="bf16", seed=0, heads_kv=None,
+                 seqlen_k=None):
         self.torch = torch
         self.batch, self.heads, self.seqlen, self.head_dim, self.causal, self.dtype = \
             batch, heads, seqlen, head_dim, causal, dtype
+        self.heads_kv = heads if heads_kv is None else heads_kv
+        self.seqlen_k = seqlen if seqlen_k is None else seqlen_k
         generator = torch.Generator(device="cuda")
         generator.manual_seed(seed)
-        shape = (batch, seqlen, heads, head_dim)
-        q, k, v = (torch.randn(shape, dtype=torch.bfloat16, device="cuda", generator=generator) for _ in range(3))
+        shapes = [(batch, seqlen, heads, head_dim)] + [(batch, self.seqlen_k, self.heads_kv, head_dim)] * 2
+        q, k, v = (torch.randn(shape, dtype=torch.bfloat16, device="cuda", generator=generator) for shape in shapes)
         if dtype == FP8_DTYPE:
             q, k, v = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
         self.q, self.k, self.v = q, k, v
 
     def label(self):
-        return (f"{self.dtype} B={self.batch} H={self.heads} S={self.seqlen} D={self.head_dim} "
-                f"causal={self.causal}")
+        heads = f"H={self.heads}" if self.heads_kv == self.heads else f"Hq={self.heads} Hkv={self.heads_kv}"
+        seqlen = f"S={self.seqlen}" if self.seqlen_k == self.seqlen else f"Sq={self.seqlen} Sk={self.seqlen_k}"
+        return f"{self.dtype} B={self.batch} {heads} {seqlen} D={self.head_dim} causal={self.causal}"
 
     def as_bf16(self):
         """The same values in bf16 (every e4m3 value is exact in bf16): what FA2 is compared on."""
@@ -298,10 +317,10 @@ class Inputs:
 
 def result_row(gpu, kernel, name, x, times, commit):
     ms_median, ms_min = statistics.median(times), min(times)
-    tf = tflops(x.batch, x.heads, x.seqlen, x.seqlen, x.head_dim, x.causal, ms_median)
+    tf = tflops(x.batch, x.heads, x.seqlen, x.seqlen_k, x.head_dim, x.causal, ms_median)
     return {
         "gpu": gpu, "kernel": kernel, "name": name, "dtype": x.dtype, "batch": x.batch,
-        "heads_q": x.heads, "heads_kv": x.heads, "seqlen_q": x.seqlen, "seqlen_k": x.seqlen,
+        "heads_q": x.heads, "heads_kv": x.heads_kv, "seqlen_q": x.seqlen, "seqlen_k": x.seqlen_k,
         "head_dim": x.head_dim, "causal": x.causal, "iters": len(times),
         "ms_median": f"{ms_median:.4f}", "ms_min": f"{ms_min:.4f}", "tflops": f"{tf:.2f}",
         # No fp32 reference is computed here, so there is no error to report.

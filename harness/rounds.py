@@ -16,7 +16,11 @@ warm-up, each kernel's own settling work right before its timed calls, the L2 fl
 call, no synchronisation inside the timed loop):
   headline   the chapters' problem, causal and not: every stage this GPU runs, FA2, cuDNN, FA3;
   sweep      the sweep: the last stage of each track (stages 01-08 on mma.sync, the Hopper track),
-             any stage named by --sweep-also, and the references.
+             any stage named by --sweep-also, and the references;
+  shapes     the shapes off the sweep (contract.py's SHAPES_BASE: a tail, grouped-query attention,
+             seqlen_q != seqlen_k, 32k), the same kernels as the sweep; not part of "all", and
+             written to a CSV of its own (make rounds-shapes). A reference that cannot run a shape
+             (SDPA's causal mask is top-left aligned, ours bottom-right) sits it out.
 The stages run through build/libflash.so (common/flash.h, by ctypes) on the same PyTorch tensors
 the references read. Before its first timing in a run each kernel's output is compared with FA2's
 on the same inputs; one that disagrees stops the run (exit 1), since its timing would be
@@ -40,7 +44,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "plots"))
 import libflash  # noqa: E402
 import reference as ref  # noqa: E402
-from contract import HEADLINE, TIMED_REFERENCES, sweep_problems  # noqa: E402
+from contract import HEADLINE, TIMED_REFERENCES, shape_problems, sweep_problems  # noqa: E402
 from plot import HOPPER_ARCH, round_ratio, stage_archs  # noqa: E402
 
 
@@ -69,7 +73,7 @@ class StageCall:
         o = torch.empty_like(x.q)
         lse = torch.empty((x.batch, x.heads, x.seqlen), dtype=torch.float32, device="cuda")
         p = libflash.Problem(x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                             x.batch, x.seqlen, x.seqlen, x.heads, x.heads, x.head_dim, libflash.FLASH_BF16,
+                             x.batch, x.seqlen, x.seqlen_k, x.heads, x.heads_kv, x.head_dim, libflash.FLASH_BF16,
                              x.causal, 0.0)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
@@ -82,18 +86,28 @@ class StageCall:
 
 
 def problem_sets(which, stages, also=()):
-    """[(problem tuple as reference.py takes it, kernel columns)] in the order a round visits them;
-    `also`: stage columns timed over the sweep besides the last of each track."""
+    """[(contract problem tuple, kernel columns)] in the order a round visits them; `also`: stage
+    columns timed over the sweep (and the shapes) besides the last of each track."""
     everything = [k for _, k, _ in stages] + list(TIMED_REFERENCES)
     last = last_of_each_track(stages)
     tracks = [k for _, k, _ in stages if k in also and k not in last] + last + list(TIMED_REFERENCES)
     sets = []
     if which in ("headline", "all"):
-        sets += [(ref.as_reference_problem(HEADLINE[:-1] + (c,)), everything) for c in (0, 1)]
+        sets += [(HEADLINE[:-1] + (c,), everything) for c in (0, 1)]
     if which in ("sweep", "all"):
         headline = [p for p, _ in sets]
-        sets += [(p, tracks) for p in map(ref.as_reference_problem, sweep_problems()) if p not in headline]
+        sets += [(p, tracks) for p in sweep_problems() if p not in headline]
+    if which == "shapes":
+        sets += [(p, tracks) for p in shape_problems()]
     return sets
+
+
+def problem_label(problem):
+    """B=16 H=16 S=4096 D=128 causal=0, with Hq/Hkv and Sq/Sk where they differ."""
+    _, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = problem
+    heads = f"H={heads_q}" if heads_q == heads_kv else f"Hq={heads_q} Hkv={heads_kv}"
+    seqlen = f"S={seqlen_q}" if seqlen_q == seqlen_k else f"Sq={seqlen_q} Sk={seqlen_k}"
+    return f"B={batch} {heads} {seqlen} D={head_dim} causal={causal}"
 
 
 def main():
@@ -101,9 +115,10 @@ def main():
     ap.add_argument("--csv", metavar="FILE", help="append the rows to FILE (created with a header if new)")
     ap.add_argument("--rounds", type=int, default=4,
                     help="rounds, an even number: pairs of one forward and one reversed round (default 4)")
-    ap.add_argument("--set", choices=["headline", "sweep", "all"], default="all",
+    ap.add_argument("--set", choices=["headline", "sweep", "all", "shapes"], default="all",
                     help="headline: every stage and reference at the headline problem; sweep: the last "
-                         "stage of each track and the references over the sweep; all: both (default)")
+                         "stage of each track and the references over the sweep; all: both (default); "
+                         "shapes: the sweep's kernels on the shapes off the sweep")
     ap.add_argument("--sweep-also", nargs="*", default=[], metavar="KERNEL",
                     help="stages timed over the sweep besides the last of each track (kernel13 ...): "
                          "a stage and the one before it point by point")
@@ -150,11 +165,18 @@ def main():
     skipped, checked, results = {}, set(), {}  # kernel -> why; (problem, kernel); -> TFLOP/s by round
     for r in range(args.rounds):
         for problem, names in sets:
-            x = ref.Inputs(torch, *problem)
+            x = ref.inputs_for(torch, problem)
             order = names if r % 2 == 0 else names[::-1]
-            # FA2's output on these inputs, which every kernel's first output here is compared with:
-            # computed in every round, outside any timing, so that each round holds the same memory.
-            fa2_out = kernels.available["fa2"][1](x)() if "fa2" in kernels.available else None
+            # FA2's output on these inputs (FA3's where FA2 cannot run the problem), which every
+            # kernel's first output here is compared with: computed in every round, outside any
+            # timing, so that each round holds the same memory.
+            fa2_out, agree_with = None, None
+            for k in ("fa2", "fa3"):
+                call = kernels.available[k][1](x) if k in kernels.available else None
+                if call is not None:
+                    fa2_out, agree_with = call(), k
+                    break
+            call = None
             rows = []
             for kernel in order:
                 if kernel not in kernels.available or kernel in skipped:
@@ -169,11 +191,13 @@ def main():
                 torch.cuda.empty_cache()
                 try:
                     call = make_call(x)
+                    if call is None:
+                        continue
                     out = call()
-                    if fa2_out is not None and kernel != "fa2" and (problem, kernel) not in checked:
+                    if fa2_out is not None and kernel != agree_with and (problem, kernel) not in checked:
                         diff = ref.max_diff(out, fa2_out)
                         if not diff < ref.AGREEMENT_TOL:
-                            print(f"error: {kernel} disagrees with FA2 at {x.label()}: max|diff| {diff:.4f} "
+                            print(f"error: {kernel} disagrees with {agree_with} at {x.label()}: max|diff| {diff:.4f} "
                                   f"(tolerance {ref.AGREEMENT_TOL}); its timings would be meaningless",
                                   file=sys.stderr)
                             return 1
@@ -197,9 +221,9 @@ def main():
     # The table: per problem and kernel, the median TFLOP/s and its ratio to each reference (the
     # median over the pairs of rounds, as README and docs state them).
     references = [k for k in TIMED_REFERENCES if k in kernels.available and k not in skipped]
-    print(f"\n{'problem':<34} {'kernel':<9} {'TFLOP/s':>8} " + " ".join(f"{'/' + k:>7}" for k in references))
+    print(f"\n{'problem':<46} {'kernel':<9} {'TFLOP/s':>8} " + " ".join(f"{'/' + k:>7}" for k in references))
     for problem, names in sets:
-        label = "B={} H={} S={} D={} causal={}".format(*problem)
+        label = problem_label(problem)
         for kernel in names:
             ours = results.get((problem, kernel))
             if not ours:
@@ -208,7 +232,7 @@ def main():
             for k in references:
                 theirs = results.get((problem, k))
                 cells.append(f"{round_ratio(ours, theirs):>7.3f}" if theirs else f"{'-':>7}")
-            print(f"{label:<34} {kernel:<9} {statistics.median(ours):>8.1f} " + " ".join(cells))
+            print(f"{label:<46} {kernel:<9} {statistics.median(ours):>8.1f} " + " ".join(cells))
     if args.csv:
         print(f"\nrows appended to {args.csv}")
     return 0

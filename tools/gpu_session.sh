@@ -23,6 +23,8 @@
 #              FlashAttention-2 and cuDNN through PyTorch) for REPEAT_ROUNDS rounds (default 3), into
 #              plots/repeats/<gpu>_<A>_vs_<B>_<commit>.csv: the ratio of two kernels under the same
 #              conditions, minutes apart at most, where one benchmark run puts them further apart
+#   shapes     make rounds-shapes: the sweep's kernels on the shapes off the sweep (contract.py's
+#              SHAPES_BASE), ROUNDS alternating rounds, into plots/shapes/<gpu>_<commit>.csv
 #   ab         make ab K=$AB_STAGE AB="$AB": builds of one stage against its base, their sweeps in
 #              turn, into plots/ab/<gpu>_NN_<commit>/ (tools/ab.sh)
 #   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails wrong ones
@@ -80,6 +82,7 @@ for s in "$@"; do
     reference) step reference 300 env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --csv "plots/$(slug).csv" ;;
     rounds)    step rounds 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ;;
     again)     step again 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ROUNDS_TAG=_again ;;
+    shapes)    step shapes 540 $MAKE rounds-shapes ROUNDS="${ROUNDS:-4}" ;;
     bench)     step bench 540 $MAKE bench ;;
     tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune K="${TUNE_K:-08}" ;;
     repeat)    mkdir -p plots/repeats; step repeat 540 bash -c 'repeat_sweeps "$@"' _ ${REPEAT:-10 09} ;;

@@ -26,6 +26,7 @@ What it fills, between markers that the text keeps:
   <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09; 13,cudnn)
   <!-- AB:NN,COMMIT --> ... <!-- /AB -->        builds of stage NN against its base build, timed alternately
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
+  <!-- SHAPES:NN,COMMIT --> ... <!-- /SHAPES -->  stage NN on the shapes off the sweep (make rounds-shapes)
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
 
@@ -46,15 +47,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "plots"))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
 from contract import (HEADLINE, MMA_PEAK, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, WGMMA_PEAK, seqlen_label,  # noqa: E402
-                      sweep_problem)
+                      shape_problems, sweep_problem)
 from plot import HOPPER_TRACK_LABEL, CsvError, Results, Rounds, find_rounds, parse_csv, usable_tflops  # noqa: E402
 
 
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+) -->.*?"
-    r"<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
+    r"<!-- (RESULTS|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+|SHAPES:\d\d,\w+) -->.*?"
+    r"<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
 class GenError(Exception):
@@ -632,6 +633,34 @@ def ab_block(data, nn, commit, directory=None):
             f"\n\n" + "\n".join(lines))
 
 
+def shapes_block(data, nn, commit):
+    """SHAPES:NN,COMMIT: stage NN on the shapes off the sweep (harness/rounds.py --set shapes at
+    COMMIT, rows in plots/shapes/): its median TFLOP/s and its ratio to every other kernel of those
+    rounds, the median over the pairs of rounds; "-" where a reference cannot run the shape."""
+    path = os.path.join(ROOT, "plots", "shapes", f"{data.slug}_{commit}.csv")
+    where = os.path.relpath(path, ROOT)
+    if not os.path.exists(path):
+        raise GenError(f"no {where}: make rounds-shapes at {commit} writes it (on a machine with a GPU)")
+    rounds = Rounds(parse_csv(path))
+    stage = f"kernel{nn}"
+    kernels = sorted({r["kernel"] for r in rounds.rows} - {stage}, key=lambda k: (not k.startswith("kernel"), k))
+    labels = {k: label for k, label in REFERENCES}
+    names = [f"stage {k[-2:]}" if k.startswith("kernel") else labels.get(k, k) for k in kernels]
+    lines = ["| shape | causal | TFLOP/s | " + " | ".join(f"/ {n}" for n in names) + " |",
+             "|---|---|---:|" + "---:|" * len(kernels)]
+    for p in shape_problems():
+        _, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = p
+        if not rounds.rounds(stage, p):
+            raise GenError(f"{where} has no {stage} row at {p}")
+        heads = f"H {heads_q}" if heads_q == heads_kv else f"H {heads_q}/{heads_kv}"
+        seqlen = f"S {seqlen_q}" if seqlen_q == seqlen_k else f"S {seqlen_q}/{seqlen_k}"
+        cells = [xr(rounds.ratio(stage, k, p)) if rounds.rounds(k, p) else "-" for k in kernels]
+        lines.append(f"| B {batch} {heads} {seqlen} D {head_dim} | {causal} | {fmt(rounds.medians(stage, p))} | "
+                     + " | ".join(cells) + " |")
+    return (f"{rounds.fewest()} rounds, commit {', '.join(rounds.commits())} (rows in `{where}`); H q/kv and "
+            f"S q/k where they differ; each ratio is the median over the pairs of rounds:\n\n" + "\n".join(lines))
+
+
 NCU_LABELS = {
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "extra wavefronts of shared loads (bank conflicts)",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "extra wavefronts of shared stores (bank conflicts)",
@@ -672,6 +701,8 @@ def ncu_block(data, kernels):
 #                                                    sweep (D: 64, 128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
 #   ab NN COMMIT VARIANT PROBLEM     1.02x           one point of an AB run: variant / base, median of the rounds
 #   abrange NN COMMIT VARIANT D C    0.97x-1.01x     the range of those over the sweep (D, C and >=1k as above)
+#   shaperange NN COMMIT KERNEL C    0.95x-1.02x     stage NN / KERNEL over the shapes off the sweep (C: 0, 1 or
+#                                                    all), from make rounds-shapes at COMMIT
 #   tune NN CANDIDATE D C            671.3           a make tune candidate's TFLOP/s (the tuning run's row)
 #   rounds                           3               how many rounds the ratios are medians of
 # PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal. Every ratio comes
@@ -759,6 +790,17 @@ def figure(data, what):
         if missing:
             raise GenError(f"the AB run of stage {nn} at {commit} has no {variant} and base rows at {missing[0]}")
         values = [ratios[k] for k in wanted]
+        return f"{min(values):.2f}x–{max(values):.2f}x"
+    if kind == "shaperange":
+        nn, commit, kernel, c = rest[:4]
+        path = os.path.join(ROOT, "plots", "shapes", f"{data.slug}_{commit}.csv")
+        if not os.path.exists(path):
+            raise GenError(f"no {os.path.relpath(path, ROOT)}: make rounds-shapes at {commit} writes it")
+        rounds = Rounds(parse_csv(path))
+        values = [rounds.ratio(f"kernel{nn}", kernel, p) for p in shape_problems() if c in ("all", str(p[-1]))
+                  and rounds.rounds(kernel, p)]
+        if not values or None in values:
+            raise GenError(f"{os.path.relpath(path, ROOT)} has no kernel{nn} and {kernel} rows to compare")
         return f"{min(values):.2f}x–{max(values):.2f}x"
     if kind == "tune":
         return fmt(tune_tflops(data, *rest[:4]))
@@ -868,6 +910,8 @@ def render_markdown(data, path, text):
         text = replace_block(text, f"<!-- REPEATS:{a},{b} -->", "<!-- /REPEATS -->", repeats_block(data, a, b), where)
     for nn, commit in re.findall(r"<!-- AB:(\d\d),(\w+) -->", text):
         text = replace_block(text, f"<!-- AB:{nn},{commit} -->", "<!-- /AB -->", ab_block(data, nn, commit), where)
+    for nn, commit in re.findall(r"<!-- SHAPES:(\d\d),(\w+) -->", text):
+        text = replace_block(text, f"<!-- SHAPES:{nn},{commit} -->", "<!-- /SHAPES -->", shapes_block(data, nn, commit), where)
     for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
         kernels = [f"kernel{nn}" for nn in spec.split(",")]
         text = replace_block(text, f"<!-- NCU:{spec} -->", "<!-- /NCU -->", ncu_block(data, kernels), where)
