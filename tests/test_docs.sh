@@ -248,6 +248,57 @@ except results_md.GenError as e:
     assert "base.csv" in str(e), e
 PY
 
+# SHAPES:NN,COMMIT: stage NN on the shapes off the sweep, its median TFLOP/s and the median over the
+# pairs of rounds of its ratio to every other kernel there; "-" where a kernel sat a shape out; a
+# shape without the stage's rows is refused with the file named.
+py_case docs_shapes_block <<'PY'
+import csv
+from contract import CSV_COLUMNS, shape_problems
+path = TMP + "/shapes.csv"
+def write(rows_of):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for r, (ours, theirs) in enumerate(rows_of):
+            for p in shape_problems():
+                for kernel, tf in (("kernel14", ours), ("fa3", theirs), ("cudnn", theirs)):
+                    if kernel == "cudnn" and p[4] != p[5] and p[7]:
+                        continue  # SDPA sits out causal seqlen_q != seqlen_k
+                    if kernel == "kernel14" and ours is None:
+                        continue
+                    row = dict(gpu="FIXTURE GPU", kernel=kernel, name=kernel, iters=30, ms_median=1, ms_min=1,
+                               tflops=tf, max_abs_err="", rel_l2_err="", check="skipped", commit="abc1234",
+                               date="2026-12-03T14:00:00Z")
+                    row.update(zip(("dtype", "batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"), p))
+                    w.writerow([row[c] for c in CSV_COLUMNS])
+write([(110, 100), (90, 100), (120, 100), (100, 100)])  # pairs: sqrt(1.1 * 0.9), sqrt(1.2 * 1.0), median 1.045
+out = results_md.shapes_block(fixture_data(), "14", "abc1234", path)
+assert "| B 8 H 32/8 S 4096 D 128 | 0 | 105.0 | 1.05x | 1.05x |" in out, out
+assert "| B 16 H 16 S 1024/8192 D 128 | 1 | 105.0 | - | 1.05x |" in out, out
+assert "4 rounds" in out and "abc1234" in out, out
+write([(None, 100), (None, 100)])
+try:
+    results_md.shapes_block(fixture_data(), "14", "abc1234", path)
+    raise SystemExit("shapes without the stage's rows were not refused")
+except results_md.GenError as e:
+    assert "shapes.csv" in str(e) and "kernel14" in str(e), e
+PY
+
+# harness/rounds.py --set shapes visits every shape once, with and without the mask, and the other
+# sets not at all; the labels name Hq/Hkv and Sq/Sk where they differ.
+py_case rounds_shapes_set <<'PY'
+sys.path.insert(0, "harness")
+import rounds
+from contract import shape_problems
+rounds.stage_archs = lambda root: {"kernel08": "sm_80", "kernel14": "sm_90a"}
+stages = [(8, "kernel08", "kernel08_final"), (14, "kernel14", "kernel14_cluster")]
+sets = rounds.problem_sets("shapes", stages)
+assert [p for p, _ in sets] == shape_problems() and len(sets) == 10, sets
+assert all(names[-3:] == ["fa2", "cudnn", "fa3"] and "kernel14" in names for _, names in sets), sets
+assert not any(p in [q for q, _ in rounds.problem_sets("all", stages)] for p in shape_problems())
+assert rounds.problem_label(("bf16", 8, 32, 8, 1024, 8192, 128, 1)) == "B=8 Hq=32 Hkv=8 Sq=1024 Sk=8192 D=128 causal=1"
+PY
+
 # lint_docs skips what the generator writes: a figure in a TUNE:NN block is not "hand-typed".
 py_case docs_generated_region_tune <<'PY'
 text = "<!-- TUNE:10 -->\n| 128 | **500.0** |\n<!-- /TUNE -->\n"

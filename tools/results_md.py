@@ -633,11 +633,11 @@ def ab_block(data, nn, commit, directory=None):
             f"\n\n" + "\n".join(lines))
 
 
-def shapes_block(data, nn, commit):
+def shapes_block(data, nn, commit, path=None):
     """SHAPES:NN,COMMIT: stage NN on the shapes off the sweep (harness/rounds.py --set shapes at
     COMMIT, rows in plots/shapes/): its median TFLOP/s and its ratio to every other kernel of those
     rounds, the median over the pairs of rounds; "-" where a reference cannot run the shape."""
-    path = os.path.join(ROOT, "plots", "shapes", f"{data.slug}_{commit}.csv")
+    path = path or os.path.join(ROOT, "plots", "shapes", f"{data.slug}_{commit}.csv")
     where = os.path.relpath(path, ROOT)
     if not os.path.exists(path):
         raise GenError(f"no {where}: make rounds-shapes at {commit} writes it (on a machine with a GPU)")
