@@ -735,18 +735,18 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
          * rescaled by the new alpha as soon as that P V is complete, in the same stretch of code as
          * the softmax, where its multiplications fill the issue slots the exp2 leaves free; before
          * the next turn's fence (stage 13) ptxas moved them past the turn's barrier, between the
-         * barrier and the first wgmma. `stage` and `phase` name K_t's slot and the phase of its
-         * full barrier, `stage_prev` and `phase_prev` those of V_{t-1}. */
-        auto turn = [&](int tile, bool masked, int stage, int stage_prev, uint32_t phase, uint32_t phase_prev) {
+         * barrier and the first wgmma. */
+        auto turn = [&](int tile, bool masked) {
             const int n_block = n_blocks - 1 - tile;
-            mbarrier_wait(full_k_u32 + 8 * stage, phase);
+            const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
+            mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
             qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
             /* V_{t-1} only now: the producer copies it after K_t, and with a cluster its halves come
              * from two producers, so it may land after S_t could start; the tensor cores run S_t
              * meanwhile. A wait between two wgmma needs a fence of its own before the second. */
-            mbarrier_wait(full_v_u32 + 8 * stage_prev, phase_prev);
+            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             wgmma_fence();
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
@@ -766,28 +766,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         /* The tiles that need the mask are the last keys, visited first; the loop over the others
          * has no masking code at all, no branch between the wait for S and the softmax, as
          * FlashAttention-3 splits it. */
-        /* A turn whose slots and phases follow from its K/V tile count alone. */
-        auto turn_at = [&](int tile, bool masked) {
-            const int u = kv + tile;
-            turn(tile, masked, u % kStages, (u - 1) % kStages, (u / kStages) & 1, ((u - 1) / kStages) & 1);
-        };
         int tile = 1;
-        for (; tile < n_blocks && n_blocks - 1 - tile >= n_masked; ++tile) turn_at(tile, true);
-        /* The turns without a mask go in pairs. With two slots, the first turn of every pair takes
-         * K from the same slot and V from the other, the second the other way round, for the whole
-         * query tile: the slots' barriers and descriptors are then the same in every pass of the
-         * loop, and ptxas computes them once per query tile instead of once per turn; only the
-         * phases still change, once per pair. */
-        static_assert(kStages == 2, "the pairs take the two slots in turn");
-        if (tile + 1 < n_blocks) {
-            const int s0 = (kv + tile) % 2, s1 = s0 ^ 1;
-            for (; tile + 1 < n_blocks; tile += 2) {
-                const uint32_t u = kv + tile;
-                turn(tile, false, s0, s1, (u >> 1) & 1, ((u - 1) >> 1) & 1);
-                turn(tile + 1, false, s1, s0, ((u + 1) >> 1) & 1, (u >> 1) & 1);
-            }
-        }
-        if (tile < n_blocks) turn_at(tile, false);
+        for (; tile < n_blocks && n_blocks - 1 - tile >= n_masked; ++tile) turn(tile, true);
+        for (; tile < n_blocks; ++tile) turn(tile, false);
 
         /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
         if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);
