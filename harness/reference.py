@@ -83,6 +83,14 @@ def as_reference_problem(problem):
     return (batch, heads_q, seqlen_q, head_dim, causal)
 
 
+def problem_label(problem):
+    """B=16 H=16 S=4096 D=128 causal=0, with Hq/Hkv and Sq/Sk where they differ."""
+    _, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = problem
+    heads = f"H={heads_q}" if heads_q == heads_kv else f"Hq={heads_q} Hkv={heads_kv}"
+    seqlen = f"S={seqlen_q}" if seqlen_q == seqlen_k else f"Sq={seqlen_q} Sk={seqlen_k}"
+    return f"B={batch} {heads} {seqlen} D={head_dim} causal={causal}"
+
+
 def inputs_for(torch, problem, seed=0):
     """The inputs of any contract problem tuple, square or not, grouped-query or not."""
     dtype, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = problem
@@ -303,9 +311,8 @@ class Inputs:
         self.q, self.k, self.v = q, k, v
 
     def label(self):
-        heads = f"H={self.heads}" if self.heads_kv == self.heads else f"Hq={self.heads} Hkv={self.heads_kv}"
-        seqlen = f"S={self.seqlen}" if self.seqlen_k == self.seqlen else f"Sq={self.seqlen} Sk={self.seqlen_k}"
-        return f"{self.dtype} B={self.batch} {heads} {seqlen} D={self.head_dim} causal={self.causal}"
+        return f"{self.dtype} " + problem_label((self.dtype, self.batch, self.heads, self.heads_kv, self.seqlen,
+                                                  self.seqlen_k, self.head_dim, self.causal))
 
     def as_bf16(self):
         """The same values in bf16 (every e4m3 value is exact in bf16): what FA2 is compared on."""

@@ -102,12 +102,7 @@ def problem_sets(which, stages, also=()):
     return sets
 
 
-def problem_label(problem):
-    """B=16 H=16 S=4096 D=128 causal=0, with Hq/Hkv and Sq/Sk where they differ."""
-    _, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = problem
-    heads = f"H={heads_q}" if heads_q == heads_kv else f"Hq={heads_q} Hkv={heads_kv}"
-    seqlen = f"S={seqlen_q}" if seqlen_q == seqlen_k else f"Sq={seqlen_q} Sk={seqlen_k}"
-    return f"B={batch} {heads} {seqlen} D={head_dim} causal={causal}"
+problem_label = ref.problem_label
 
 
 def main():
@@ -172,11 +167,11 @@ def main():
             # timing, so that each round holds the same memory.
             fa2_out, agree_with = None, None
             for k in ("fa2", "fa3"):
-                call = kernels.available[k][1](x) if k in kernels.available else None
-                if call is not None:
-                    fa2_out, agree_with = call(), k
+                reference_call = kernels.available[k][1](x) if k in kernels.available else None
+                if reference_call is not None:
+                    fa2_out, agree_with = reference_call(), k
                     break
-            call = None
+            reference_call = None
             rows = []
             for kernel in order:
                 if kernel not in kernels.available or kernel in skipped:

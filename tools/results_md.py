@@ -633,15 +633,21 @@ def ab_block(data, nn, commit, directory=None):
             f"\n\n" + "\n".join(lines))
 
 
-def shapes_block(data, nn, commit, path=None):
-    """SHAPES:NN,COMMIT: stage NN on the shapes off the sweep (harness/rounds.py --set shapes at
-    COMMIT, rows in plots/shapes/): its median TFLOP/s and its ratio to every other kernel of those
-    rounds, the median over the pairs of rounds; "-" where a reference cannot run the shape."""
+def shapes_rounds(data, commit, path=None):
+    """The rounds of make rounds-shapes at COMMIT (plots/shapes/<gpu>_<commit>.csv, or `path`), and
+    where they are."""
     path = path or os.path.join(ROOT, "plots", "shapes", f"{data.slug}_{commit}.csv")
     where = os.path.relpath(path, ROOT)
     if not os.path.exists(path):
         raise GenError(f"no {where}: make rounds-shapes at {commit} writes it (on a machine with a GPU)")
-    rounds = Rounds(parse_csv(path))
+    return Rounds(parse_csv(path)), where
+
+
+def shapes_block(data, nn, commit, path=None):
+    """SHAPES:NN,COMMIT: stage NN on the shapes off the sweep (harness/rounds.py --set shapes at
+    COMMIT, rows in plots/shapes/): its median TFLOP/s and its ratio to every other kernel of those
+    rounds, the median over the pairs of rounds; "-" where a reference cannot run the shape."""
+    rounds, where = shapes_rounds(data, commit, path)
     stage = f"kernel{nn}"
     kernels = sorted({r["kernel"] for r in rounds.rows} - {stage}, key=lambda k: (not k.startswith("kernel"), k))
     labels = {k: label for k, label in REFERENCES}
@@ -793,14 +799,11 @@ def figure(data, what):
         return f"{min(values):.2f}x–{max(values):.2f}x"
     if kind == "shaperange":
         nn, commit, kernel, c = rest[:4]
-        path = os.path.join(ROOT, "plots", "shapes", f"{data.slug}_{commit}.csv")
-        if not os.path.exists(path):
-            raise GenError(f"no {os.path.relpath(path, ROOT)}: make rounds-shapes at {commit} writes it")
-        rounds = Rounds(parse_csv(path))
+        rounds, where = shapes_rounds(data, commit)
         values = [rounds.ratio(f"kernel{nn}", kernel, p) for p in shape_problems() if c in ("all", str(p[-1]))
                   and rounds.rounds(kernel, p)]
         if not values or None in values:
-            raise GenError(f"{os.path.relpath(path, ROOT)} has no kernel{nn} and {kernel} rows to compare")
+            raise GenError(f"{where} has no kernel{nn} and {kernel} rows to compare")
         return f"{min(values):.2f}x–{max(values):.2f}x"
     if kind == "tune":
         return fmt(tune_tflops(data, *rest[:4]))
