@@ -4,7 +4,7 @@
  * calls the stage's entry point.
  *
  * The stages are not listed here: the Makefile writes build/gen/stages.h from the kernelNN_name
- * directories, one FLASH_STAGE(number, name, arch) line each. Their entry points are weak
+ * directories, one FLASH_STAGE(number, name, arch, fp8) line each. Their entry points are weak
  * references, so that build/kernel05 can link stage 05 alone while build/libflash.so links them
  * all: a stage that is not linked in reads as NULL.
  */
@@ -19,19 +19,22 @@
 
 #include "stages.h"
 
-#define FLASH_STAGE(nn, name, arch) \
-    int flash_forward_kernel##nn(const flash_problem *p, cudaStream_t stream) __attribute__((weak));
+#define FLASH_STAGE(nn, name, arch, fp8)                                                            \
+    int flash_forward_kernel##nn(const flash_problem *p, cudaStream_t stream) __attribute__((weak)); \
+    int flash_forward_fp8_kernel##nn(const flash_problem *p, const flash_descale *d, cudaStream_t stream) __attribute__((weak));
 FLASH_STAGE_LIST
 #undef FLASH_STAGE
 
 typedef struct {
-    int number;          /* 5 */
-    const char *name;    /* "kernel05_swizzle" */
-    const char *arch;    /* "sm_80" */
-    flash_stage_fn fn;   /* NULL when not linked in */
+    int number;               /* 5 */
+    const char *name;         /* "kernel05_swizzle" */
+    const char *arch;         /* "sm_80" */
+    int fp8;                  /* takes e4m3 inputs */
+    flash_stage_fn fn;        /* NULL when not linked in */
+    flash_stage_fp8_fn fp8_fn;  /* NULL when not linked in or without fp8 */
 } stage_entry;
 
-#define FLASH_STAGE(nn, name, arch) {1##nn - 100, name, arch, flash_forward_kernel##nn},
+#define FLASH_STAGE(nn, name, arch, fp8) {1##nn - 100, name, arch, fp8, flash_forward_kernel##nn, flash_forward_fp8_kernel##nn},
 static const stage_entry stages[] = {FLASH_STAGE_LIST};
 #undef FLASH_STAGE
 enum { N_STAGES = sizeof stages / sizeof stages[0] };
@@ -72,6 +75,14 @@ const char *flash_stage_name(int stage) { return stage_at(stage) ? stage_at(stag
 const char *flash_stage_arch(int stage) { return stage_at(stage) ? stage_at(stage)->arch : NULL; }
 
 int flash_stage_available(int stage) { return stage_at(stage) && stage_at(stage)->fn; }
+
+int flash_stage_takes_fp8(int stage) { return stage_at(stage) && stage_at(stage)->fp8; }
+
+int flash_first_fp8_stage(void) {
+    for (int i = 0; i < N_STAGES; i++)
+        if (stages[i].fp8) return stages[i].number;
+    return 0;
+}
 
 /* The compute capability of each device (major * 10 + minor), 0 until asked. Atomic, because the
  * library may be called from several host threads: a thread that reads 0 asks the driver itself
@@ -122,8 +133,8 @@ int flash_validate(const flash_problem *p, int check_pointers) {
                                p->heads_kv, p->heads_q);
     if (p->head_dim != 64 && p->head_dim != 128)
         return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported head_dim = %d (supported: 64, 128)", p->head_dim);
-    if (p->dtype != FLASH_BF16 && p->dtype != FLASH_FP16)
-        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype = %d (supported: FLASH_BF16, FLASH_FP16)",
+    if (p->dtype != FLASH_BF16 && p->dtype != FLASH_FP16 && p->dtype != FLASH_E4M3)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype = %d (supported: FLASH_BF16, FLASH_FP16, FLASH_E4M3)",
                                (int)p->dtype);
     if (p->causal != 0 && p->causal != 1)
         return flash_set_error(FLASH_E_INVALID, "invalid causal = %d (must be 0 or 1)", p->causal);
@@ -160,7 +171,17 @@ int flash_validate(const flash_problem *p, int check_pointers) {
     return FLASH_OK;
 }
 
-int flash_forward(int stage, const flash_problem *p, cudaStream_t stream) {
+/* One descale factor: finite, positive and normal. Subnormal ones are refused for the reason
+ * flash_validate refuses a subnormal softmax_scale: the kernels flush subnormals to zero. */
+static int check_descale(float d, const char *name) {
+    if (!isfinite(d) || d < FLT_MIN)
+        return flash_set_error(FLASH_E_INVALID, "invalid descale %s = %g (must be finite, positive and at least FLT_MIN, about 1.2e-38)",
+                               name, (double)d);
+    return FLASH_OK;
+}
+
+/* The common path of flash_forward and flash_forward_fp8: descale is NULL for 16-bit inputs. */
+static int forward(int stage, const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
     const stage_entry *e = stage_at(stage);
     if (!e) return flash_set_error(FLASH_E_INVALID, "invalid stage = %d (must be 1..%d)", stage, N_STAGES);
     if (!e->fn)
@@ -168,9 +189,36 @@ int flash_forward(int stage, const flash_problem *p, cudaStream_t stream) {
                                stage, e->name);
     int rc = flash_validate(p, 1);
     if (rc) return rc;
+    if (p->dtype == FLASH_E4M3 && !e->fp8) {
+        const int first = flash_first_fp8_stage();
+        if (first)
+            return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype e4m3 for stage %02d (%s): fp8 inputs need stage %02d (%s) or later",
+                                   stage, e->name, first, stage_at(first)->name);
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype e4m3 for stage %02d (%s): no stage takes fp8 inputs", stage, e->name);
+    }
     rc = flash_stage_supported(stage);
     if (rc) return rc;
     flash_problem q = *p;
     if (q.softmax_scale == 0.0f) q.softmax_scale = 1.0f / sqrtf((float)q.head_dim);
-    return e->fn(&q, stream);
+    if (p->dtype != FLASH_E4M3) return e->fn(&q, stream);
+    if (!e->fp8_fn)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported stage = %d (%s was built without its fp8 entry point)", stage, e->name);
+    return e->fp8_fn(&q, descale, stream);
+}
+
+int flash_forward(int stage, const flash_problem *p, cudaStream_t stream) {
+    static const flash_descale ones = {1.0f, 1.0f, 1.0f};
+    return forward(stage, p, p && p->dtype == FLASH_E4M3 ? &ones : NULL, stream);
+}
+
+int flash_forward_fp8(int stage, const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
+    if (p && p->dtype != FLASH_E4M3)
+        return flash_set_error(FLASH_E_INVALID, "invalid dtype = %d for flash_forward_fp8 (it takes FLASH_E4M3 inputs; "
+                               "bf16 and fp16 go through flash_forward)", (int)p->dtype);
+    if (!descale) return flash_set_error(FLASH_E_INVALID, "invalid descale = NULL");
+    int rc = check_descale(descale->q, "q");
+    if (!rc) rc = check_descale(descale->k, "k");
+    if (!rc) rc = check_descale(descale->v, "v");
+    if (rc) return rc;
+    return forward(stage, p, descale, stream);
 }

@@ -23,6 +23,16 @@ extern "C" {
  * with softmax_scale already resolved. */
 typedef int (*flash_stage_fn)(const flash_problem *p, cudaStream_t stream);
 
+/* A stage that takes e4m3 inputs also exports flash_forward_fp8_kernelNN, called for dtype
+ * FLASH_E4M3 only, with the descale factors already checked (flash_forward passes 1, 1, 1). Its
+ * presence in kernel.cu is what the Makefile's stage table records as the stage's fp8 column. */
+typedef int (*flash_stage_fp8_fn)(const flash_problem *p, const flash_descale *descale, cudaStream_t stream);
+
+/* Does stage `stage` take e4m3 inputs (whether or not it is linked in)? And the first stage that
+ * does, 0 if none: what a refusal of e4m3 names. */
+int flash_stage_takes_fp8(int stage);
+int flash_first_fp8_stage(void);
+
 /* Checks the shape, dtype and scale (and, when check_pointers is set, the pointers) against the
  * contract without touching the device. Returns 0 or FLASH_E_INVALID / FLASH_E_UNSUPPORTED and
  * records a message naming the parameter (read it with flash_strerror). */

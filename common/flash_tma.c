@@ -70,16 +70,22 @@ int flash_tma_map(CUtensorMap *map, const void *base, flash_dtype dtype, int bat
     const encode_tiled_fn encode = get_encode_tiled(stage);
     if (!encode) return FLASH_E_CUDA;
     if (make_context_current(stage)) return FLASH_E_CUDA;
-    const cuuint64_t elem = 2;  // bf16 and fp16
+    const cuuint64_t elem = dtype == FLASH_E4M3 ? 1 : 2;
     /* Sizes innermost first, and the byte strides of dimensions 1.. (dimension 0 is contiguous). */
     const cuuint64_t dims[4] = {(cuuint64_t)head_dim, (cuuint64_t)heads, (cuuint64_t)seqlen, (cuuint64_t)batch};
     const cuuint64_t strides[3] = {(cuuint64_t)head_dim * elem, (cuuint64_t)heads * head_dim * elem,
                                    (cuuint64_t)seqlen * heads * head_dim * elem};
-    const cuuint32_t box[4] = {64, 1, (cuuint32_t)box_rows, 1};
+    /* A box row is 128 bytes where the head has them (64 16-bit elements, or a whole e4m3 head of
+     * 128), else the whole head (an e4m3 head of 64: 64 bytes, in the 64-byte swizzle). */
+    const cuuint64_t row_bytes = (cuuint64_t)head_dim * elem < 128 ? (cuuint64_t)head_dim * elem : 128;
+    const cuuint32_t box[4] = {(cuuint32_t)(row_bytes / elem), 1, (cuuint32_t)box_rows, 1};
     const cuuint32_t unit_steps[4] = {1, 1, 1, 1};
-    const CUresult r = encode(map, dtype == FLASH_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                              (void *)base, dims, strides, box, unit_steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUtensorMapDataType type = dtype == FLASH_E4M3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                     : dtype == FLASH_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const CUresult r = encode(map, type, 4, (void *)base, dims, strides, box, unit_steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              row_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return flash_set_error(FLASH_E_CUDA,
                                "%s: cuTensorMapEncodeTiled refused the map of %s (CUresult %d; batch %d, seqlen %d, heads %d, "

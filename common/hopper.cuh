@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "ptx.cuh"
@@ -45,6 +46,21 @@ __host__ __device__ __forceinline__ int sw128_idx(int rows, int row, int col) {
     return (col / 64) * rows * 64 + row * 64 + (((col % 64) / 8) ^ (row % 8)) * 8 + col % 8;
 }
 
+/* The same layout counted in bytes, for 8-bit tiles: a [rows, cols] tile of bytes is cols / 128
+ * column blocks of [rows, 128], 128-byte swizzled as above. An e4m3 head of 128 is one block; V^T
+ * in stage 15 ([head_dim, keys]) has one per 128 keys. */
+__host__ __device__ __forceinline__ int sw128_byte(int rows, int row, int col) {
+    return (col / 128) * rows * 128 + row * 128 + (((col % 128) / 16) ^ (row % 8)) * 16 + col % 16;
+}
+
+/* Rows of 64 bytes (an e4m3 head of 64) in the 64-byte swizzle, what TMA writes for a 64-byte box
+ * with CU_TENSOR_MAP_SWIZZLE_64B: atoms of 8 rows x 64 bytes (512 bytes); two rows share a 128-byte
+ * line, and chunk c of row r sits at chunk c ^ ((r / 2) % 4) (bits 4-5 ^= bits 7-8 of the address),
+ * which again spreads a column of 8 rows over all 32 banks. */
+__host__ __device__ __forceinline__ int sw64_byte(int row, int col) {
+    return row * 64 + ((col / 16) ^ ((row / 2) % 4)) * 16 + col % 16;
+}
+
 /* ---- wgmma matrix descriptors ---------------------------------------------------------------
  *
  * A 64-bit word that tells wgmma where an operand lives in shared memory and how it is laid out:
@@ -66,6 +82,12 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo_
 
 /* The operand at smem_addr read K-major (Q or K, reduction along the rows). */
 __device__ __forceinline__ uint64_t wgmma_desc_k_major(uint32_t smem_addr) { return wgmma_desc(smem_addr, 16, 1024); }
+
+/* The same for a tile of 64-byte rows in the 64-byte swizzle (sw64_byte, below: e4m3 Q and K at
+ * head_dim 64): swizzle mode 2, and 8 rows of 64 bytes, 512 bytes, from one 8-row group to the next. */
+__device__ __forceinline__ uint64_t wgmma_desc_k_major_sw64(uint32_t smem_addr) {
+    return (wgmma_desc(smem_addr, 16, 512) & ~((uint64_t)3 << 62)) | (uint64_t)2 << 62;
+}
 
 /* The operand at smem_addr read MN-major (V: N along the rows, the reduction down them), in a
  * tile of `rows` rows: the next 64 columns of N are rows * 128 bytes further. */
@@ -110,38 +132,38 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
  * is the same). N = 96 and N = 176 exist for S only, whose P V still has N = head_dim: tiles of 96
  * keys (stage 13 holds two S tiles at once) and of 176 (FlashAttention-3's choice at head_dim 128).
  * wgmma_ss: A and B from shared memory, both K-major (S = Q K^T). wgmma_rs: A from registers, B
- * MN-major ("transposed") from shared memory (O += P V). Overloaded on the accumulator's size, so
- * N = 8 x its first dimension. */
-#define FLASH_WGMMA_SS_N64(T, PTXT) \
+ * MN-major ("transposed") from shared memory (O += P V), or K-major for e4m3 (below). Overloaded on
+ * the accumulator's size, so N = 8 x its first dimension, and on the dtype tag. */
+#define FLASH_WGMMA_SS_N64(T, KIND, IMM) \
     __device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTXT "." PTXT " " \
+                     "wgmma.mma_async.sync.aligned.m64n64" KIND " " \
                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-                     "%32, %33, p, 1, 1, 0, 0;\n}\n" \
+                     "%32, %33, p, " IMM ";\n}\n" \
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
           : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
     }
-#define FLASH_WGMMA_RS_N64(T, PTXT) \
+#define FLASH_WGMMA_RS_N64(T, KIND, IMM) \
     __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b, int accumulate, T) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTXT "." PTXT " " \
+                     "wgmma.mma_async.sync.aligned.m64n64" KIND " " \
                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
-                     "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
+                     "{%32, %33, %34, %35}, %36, p, " IMM ";\n}\n" \
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]) \
           : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
     }
-#define FLASH_WGMMA_SS_N128(T, PTXT) \
+#define FLASH_WGMMA_SS_N128(T, KIND, IMM) \
     __device__ __forceinline__ void wgmma_ss(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTXT "." PTXT " " \
+                     "wgmma.mma_async.sync.aligned.m64n128" KIND " " \
                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-                     "%64, %65, p, 1, 1, 0, 0;\n}\n" \
+                     "%64, %65, p, " IMM ";\n}\n" \
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
@@ -152,12 +174,12 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]) \
           : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
     }
-#define FLASH_WGMMA_RS_N128(T, PTXT) \
+#define FLASH_WGMMA_RS_N128(T, KIND, IMM) \
     __device__ __forceinline__ void wgmma_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b, int accumulate, T) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTXT "." PTXT " " \
+                     "wgmma.mma_async.sync.aligned.m64n128" KIND " " \
                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
-                     "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
+                     "{%64, %65, %66, %67}, %68, p, " IMM ";\n}\n" \
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
@@ -169,12 +191,12 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
           : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
     }
 
-#define FLASH_WGMMA_SS_N96(T, PTXT) \
+#define FLASH_WGMMA_SS_N96(T, KIND, IMM) \
     __device__ __forceinline__ void wgmma_ss(float (&d)[12][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n96k16.f32." PTXT "." PTXT " " \
+                     "wgmma.mma_async.sync.aligned.m64n96" KIND " " \
                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, " \
-                     "%48, %49, p, 1, 1, 0, 0;\n}\n" \
+                     "%48, %49, p, " IMM ";\n}\n" \
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
@@ -184,12 +206,12 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
           : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
     }
 
-#define FLASH_WGMMA_SS_N160(T, PTXT) \
+#define FLASH_WGMMA_SS_N160(T, KIND, IMM) \
     __device__ __forceinline__ void wgmma_ss(float (&d)[20][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n160k16.f32." PTXT "." PTXT " " \
+                     "wgmma.mma_async.sync.aligned.m64n160" KIND " " \
                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, " \
-                     "%80, %81, p, 1, 1, 0, 0;\n}\n" \
+                     "%80, %81, p, " IMM ";\n}\n" \
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
@@ -203,12 +225,12 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
           : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
     }
 
-#define FLASH_WGMMA_SS_N176(T, PTXT) \
+#define FLASH_WGMMA_SS_N176(T, KIND, IMM) \
     __device__ __forceinline__ void wgmma_ss(float (&d)[22][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n176k16.f32." PTXT "." PTXT " " \
+                     "wgmma.mma_async.sync.aligned.m64n176" KIND " " \
                      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, " \
-                     "%88, %89, p, 1, 1, 0, 0;\n}\n" \
+                     "%88, %89, p, " IMM ";\n}\n" \
           : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
           "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
@@ -223,20 +245,37 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
           : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
     }
 
-FLASH_WGMMA_SS_N64(__nv_bfloat16, "bf16")
-FLASH_WGMMA_SS_N64(__half, "f16")
-FLASH_WGMMA_RS_N64(__nv_bfloat16, "bf16")
-FLASH_WGMMA_RS_N64(__half, "f16")
-FLASH_WGMMA_SS_N128(__nv_bfloat16, "bf16")
-FLASH_WGMMA_SS_N128(__half, "f16")
-FLASH_WGMMA_RS_N128(__nv_bfloat16, "bf16")
-FLASH_WGMMA_RS_N128(__half, "f16")
-FLASH_WGMMA_SS_N96(__nv_bfloat16, "bf16")
-FLASH_WGMMA_SS_N96(__half, "f16")
-FLASH_WGMMA_SS_N160(__nv_bfloat16, "bf16")
-FLASH_WGMMA_SS_N160(__half, "f16")
-FLASH_WGMMA_SS_N176(__nv_bfloat16, "bf16")
-FLASH_WGMMA_SS_N176(__half, "f16")
+/* The instruction's k and types, and its immediate operands after the scale-d predicate: scale-a
+ * and scale-b (1: no negation), then for 16-bit inputs one transpose flag per shared-memory
+ * operand (0: K-major; 1: MN-major, V in P V). 8-bit inputs have no transpose flags: both operands
+ * must be K-major, which is why stage 15 transposes V itself. */
+#define FLASH_KIND_BF16_SS "k16.f32.bf16.bf16", "1, 1, 0, 0"
+#define FLASH_KIND_F16_SS "k16.f32.f16.f16", "1, 1, 0, 0"
+#define FLASH_KIND_BF16_RS "k16.f32.bf16.bf16", "1, 1, 1"
+#define FLASH_KIND_F16_RS "k16.f32.f16.f16", "1, 1, 1"
+#define FLASH_KIND_E4M3 "k32.f32.e4m3.e4m3", "1, 1"
+/* Expands the kind's two strings into the shape macro's arguments. */
+#define FLASH_WGMMA(SHAPE, T, KIND) SHAPE(T, KIND)
+
+FLASH_WGMMA(FLASH_WGMMA_SS_N64, __nv_bfloat16, FLASH_KIND_BF16_SS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N64, __half, FLASH_KIND_F16_SS)
+FLASH_WGMMA(FLASH_WGMMA_RS_N64, __nv_bfloat16, FLASH_KIND_BF16_RS)
+FLASH_WGMMA(FLASH_WGMMA_RS_N64, __half, FLASH_KIND_F16_RS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N128, __nv_bfloat16, FLASH_KIND_BF16_SS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N128, __half, FLASH_KIND_F16_SS)
+FLASH_WGMMA(FLASH_WGMMA_RS_N128, __nv_bfloat16, FLASH_KIND_BF16_RS)
+FLASH_WGMMA(FLASH_WGMMA_RS_N128, __half, FLASH_KIND_F16_RS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N96, __nv_bfloat16, FLASH_KIND_BF16_SS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N96, __half, FLASH_KIND_F16_SS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N160, __nv_bfloat16, FLASH_KIND_BF16_SS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N160, __half, FLASH_KIND_F16_SS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N176, __nv_bfloat16, FLASH_KIND_BF16_SS)
+FLASH_WGMMA(FLASH_WGMMA_SS_N176, __half, FLASH_KIND_F16_SS)
+/* e4m3 (stage 15): S = Q K^T with 128 keys, O += P V with head_dim 64 and 128; k32 per instruction,
+ * twice the elements of a k16 step in the same 32 bytes of each row. */
+FLASH_WGMMA(FLASH_WGMMA_SS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
+FLASH_WGMMA(FLASH_WGMMA_RS_N64, __nv_fp8_e4m3, FLASH_KIND_E4M3)
+FLASH_WGMMA(FLASH_WGMMA_RS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 
 /* Orders this thread's earlier register and shared-memory accesses before the wgmma that follow:
  * needed before the first wgmma of a batch whenever the accumulators or A registers were written
@@ -262,6 +301,81 @@ __device__ __forceinline__ void wgmma_hold(float (&d)[kTiles][4]) {
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
+}
+
+/* ---- e4m3: P's fragments and V's transpose ---------------------------------------------------
+ *
+ * With 8-bit inputs wgmma reads both shared-memory operands K-major only, and P V needs V's keys
+ * along the rows: V^T, [head_dim, keys], which stage 15 writes from the V tile TMA brought in
+ * ([keys, head_dim]). And P comes from registers as the A fragment of m64nNk32, which is not S's
+ * accumulator layout. The A fragment of a k32 step (keys 32 kk .. 32 kk + 31), per warp as for
+ * mma.sync m16n8k32 with 8-bit A, is four 32-bit registers of four e4m3 each, lowest byte first:
+ *     a0: row g,     k 4t .. 4t + 3        a2: row g,     k 16 + 4t .. 16 + 4t + 3
+ *     a1: row g + 8, k 4t .. 4t + 3        a3: row g + 8, k 16 + 4t .. 16 + 4t + 3
+ * while S's accumulators give thread (g, t) keys 2t, 2t + 1 of each n8 tile (rows g and g + 8).
+ * Rather than move values between threads, P's k index is allowed to differ from the key index:
+ * register a0 takes the thread's own keys 2t, 2t + 1 of n8 tile 4 kk and of tile 4 kk + 1 (keys
+ * 8 + 2t, 9 + 2t), a2 the same of tiles 4 kk + 2 and 4 kk + 3. So inside each group of 16 keys, k
+ * position L holds key
+ *     key(L) = 8 ((L % 4) / 2) + 2 (L / 4) + L % 2        (L = 0 .. 15)
+ * and P V is right if V^T's k position L holds V's key(L) too: a sum over keys does not care in
+ * which order it adds them. The transpose below writes V^T in exactly that order, so the
+ * permutation costs nothing: no shuffle in the consumers, nothing to undo in O. */
+
+/* A 4-byte store to shared memory at a 32-bit shared address (the form the tile addresses take). */
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t value) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+}
+
+/* Four floats rounded to e4m3 (round to nearest even, saturating at +-448: the values are P scaled
+ * into e4m3's range, never beyond it) in one register, a lowest. cvt's e4m3x2 puts its first
+ * operand in the upper byte. */
+__device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
+    uint32_t r;
+    asm("{\n.reg .b16 lo, hi;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+        "mov.b32 %0, {lo, hi};\n}\n"
+        : "=r"(r)
+        : "f"(a), "f"(b), "f"(c), "f"(d));
+    return r;
+}
+
+/* The A fragment of k32 step kk from S's accumulators (already P, scaled): the key order above. */
+template <int kNTilesS>
+__device__ __forceinline__ void pack_p_e4m3(const float (&acc_s)[kNTilesS][4], int kk, uint32_t (&a)[4]) {
+    const int n = 4 * kk;
+    a[0] = pack_e4m3x4(acc_s[n][0], acc_s[n][1], acc_s[n + 1][0], acc_s[n + 1][1]);
+    a[1] = pack_e4m3x4(acc_s[n][2], acc_s[n][3], acc_s[n + 1][2], acc_s[n + 1][3]);
+    a[2] = pack_e4m3x4(acc_s[n + 2][0], acc_s[n + 2][1], acc_s[n + 3][0], acc_s[n + 3][1]);
+    a[3] = pack_e4m3x4(acc_s[n + 2][2], acc_s[n + 2][3], acc_s[n + 3][2], acc_s[n + 3][3]);
+}
+
+/* One warp's share of V^T: 16 keys (key0 .. key0 + 15) by 32 head-dim bytes (d0 .. d0 + 31) of the
+ * V tile at v_tile (TMA's layout: row = key, kRowBytes = head_dim bytes per row, swizzled as
+ * sw128_byte for 128 and sw64_byte for 64), written to the V^T tile at vt_tile ([head_dim, kKeys]
+ * bytes, sw128_byte) in P's key order. ldmatrix.trans, reading 16-bit elements, hands thread
+ * (g = lane / 4, t = lane % 4) of an 8 x 8 block head-dim pair g (bytes 2g, 2g + 1) of keys 2t and
+ * 2t + 1; its four blocks are keys 0-7 and 8-15 by the two 16-byte halves of the 32 bytes. Two byte
+ * permutes of the keys-0-7 and keys-8-15 registers then make, for head-dim byte 2g and for 2g + 1,
+ * the word of keys 2t, 2t + 1, 8 + 2t, 9 + 2t: V^T's k positions 4t .. 4t + 3 above. Four 4-byte
+ * stores; lanes g and g + 4 of a store meet in one bank (rows 8 apart), a two-way conflict. */
+template <int kRowBytes, int kKeys, int kHeadDim>
+__device__ __forceinline__ void transpose_v_e4m3(uint32_t v_tile, uint32_t vt_tile, int key0, int d0) {
+    static_assert(kRowBytes == 128 || kRowBytes == 64, "a V row is an e4m3 head of 128 or 64 bytes");
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    /* Lane l gives the address of row l % 8 of block l / 8: keys + 8 (block & 1), bytes + 16 (block >> 1). */
+    const int blk = lane / 8, key = key0 + 8 * (blk & 1) + lane % 8, col = d0 + 16 * (blk >> 1);
+    const int off = kRowBytes == 128 ? sw128_byte(kKeys, key, col) : sw64_byte(key, col);
+    uint32_t r[4];
+    ldmatrix_x4_trans(r, v_tile + off);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const uint32_t lo = r[2 * half], hi = r[2 * half + 1];  // keys 0-7, keys 8-15
+        const int d = d0 + 16 * half + 2 * g, k = key0 + 4 * t;
+        st_shared_u32(vt_tile + sw128_byte(kHeadDim, d, k), __byte_perm(lo, hi, 0x6420));
+        st_shared_u32(vt_tile + sw128_byte(kHeadDim, d + 1, k), __byte_perm(lo, hi, 0x7531));
+    }
 }
 
 /* ---- proxies ------------------------------------------------------------------------------

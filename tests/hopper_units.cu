@@ -16,7 +16,13 @@
  *             block's mbarrier expecting the whole box; each releases the tile with an arrival on
  *             the empty mbarrier of both blocks (mapa, remote arrive), and the next phase's loads
  *             wait for both: both blocks must hold the whole box, in both phases.
- * bf16 and fp16 throughout. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
+ *   e4m3      stage 15's fp8 path as one piece: Q, K and V e4m3 tiles brought in by TMA (one box
+ *             of 128-byte rows in the 128-byte swizzle at head_dim 128, of 64-byte rows in the
+ *             64-byte swizzle at 64, K and V with a zero-filled tail), S = Q K^T by wgmma m64n128k32
+ *             (K-major descriptors of either swizzle), P = S scaled and packed to e4m3 in the A
+ *             fragment's key order (pack_p_e4m3), V transposed in shared memory in the same order
+ *             (transpose_v_e4m3), O = P V by wgmma m64n{64,128}k32 with A from registers.
+ * bf16 and fp16 throughout, and e4m3 where stage 15 uses it. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
  * GPU other than sm_90 everything is skipped with the reason.
  */
 #include <cuda_runtime.h>
@@ -335,6 +341,193 @@ static void test_tma(const char *tname, flash_dtype dtype) {
     free(h), free(got), free(back);
 }
 
+/* ---- e4m3: TMA, wgmma k32, P's fragments, V's transpose --------------------------------------- */
+
+constexpr int kF8Keys = 128;  // keys of the K and V tiles (the S tile's N)
+constexpr int kF8Rows = 64;   // query rows (one warpgroup)
+
+/* One warpgroup, the fp8 path of stage 15 on one tile. TMA brings Q [64, D], K and V [128, D]
+ * (seqlen_k rows inside the tensor, the rest zero-filled); S = Q K^T; P = e4m3(S * p_scale) packed
+ * as the A fragment; V^T written by the four warps; O = P V. Out: S [64, 128] f32, P's bytes at
+ * their (row, key) places [64, 128] (through the key order of pack_p_e4m3, so a wrong packing shows
+ * as P in the wrong place), O [64, D] f32. */
+template <int D>
+__global__ void __launch_bounds__(128) wgmma_e4m3_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                                                        const __grid_constant__ CUtensorMap map_v, float p_scale, float *s_out,
+                                                        uint8_t *p_out, float *o_out) {
+    constexpr int kQBytes = kF8Rows * D, kTileBytes = kF8Keys * D;
+    /* 56 KiB at D = 128: dynamic shared memory, aligned by hand to the 1024-byte atoms. */
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *sQ = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~(uintptr_t)1023);
+    uint8_t *sK = sQ + kQBytes, *sV = sK + kTileBytes, *sVt = sV + kTileBytes;
+    __shared__ __align__(8) uint64_t bar;
+    const uint32_t bar_addr = smem_u32(&bar);
+    if (threadIdx.x == 0) {
+        mbarrier_init(bar_addr, 1);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbarrier_arrive_expect_tx(bar_addr, kQBytes + 2 * kTileBytes);
+        tma_load_4d(smem_u32(sQ), &map_q, bar_addr, 0, 0, 0, 0);
+        tma_load_4d(smem_u32(sK), &map_k, bar_addr, 0, 0, 0, 0);
+        tma_load_4d(smem_u32(sV), &map_v, bar_addr, 0, 0, 0, 0);
+    }
+    mbarrier_wait(bar_addr, 0);
+
+    /* V^T, [D, 128 keys], while S runs: 16 keys by 32 bytes of head per warp and call. */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int u = warp; u < (kF8Keys / 16) * (D / 32); u += 4)
+        transpose_v_e4m3<D, kF8Keys, D>(smem_u32(sV), smem_u32(sVt), 16 * (u % (kF8Keys / 16)), 32 * (u / (kF8Keys / 16)));
+    fence_proxy_async();
+    __syncthreads();
+
+    float acc_s[kF8Keys / 8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+        /* k32 step kk: 32 bytes into each row, in either swizzle. */
+        const uint64_t a = D == 128 ? wgmma_desc_k_major(smem_u32(sQ) + 32 * kk) : wgmma_desc_k_major_sw64(smem_u32(sQ) + 32 * kk);
+        const uint64_t b = D == 128 ? wgmma_desc_k_major(smem_u32(sK) + 32 * kk) : wgmma_desc_k_major_sw64(smem_u32(sK) + 32 * kk);
+        wgmma_ss(acc_s, a, b, kk > 0, __nv_fp8_e4m3());
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(acc_s);
+    store_acc(s_out, kF8Keys, acc_s);
+
+#pragma unroll
+    for (int j = 0; j < kF8Keys / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[j][e] *= p_scale;
+    uint32_t p[kF8Keys / 32][4];
+#pragma unroll
+    for (int kk = 0; kk < kF8Keys / 32; ++kk) pack_p_e4m3(acc_s, kk, p[kk]);
+    /* Register a[i] of step kk holds row g + 8 (i % 2), keys 32 kk + 16 (i / 2) + key(4t + byte). */
+    const int g = lane / 4, t = lane % 4, row_g = 16 * warp + g;
+    for (int kk = 0; kk < kF8Keys / 32; ++kk)
+        for (int i = 0; i < 4; ++i)
+            for (int byte = 0; byte < 4; ++byte) {
+                const int L = 4 * t + byte, key = 32 * kk + 16 * (i / 2) + 8 * ((L % 4) / 2) + 2 * (L / 4) + L % 2;
+                p_out[(row_g + 8 * (i % 2)) * kF8Keys + key] = (uint8_t)(p[kk][i] >> (8 * byte));
+            }
+
+    float acc_o[D / 8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kF8Keys / 32; ++kk)
+        wgmma_rs(acc_o, p[kk], wgmma_desc_k_major(smem_u32(sVt) + 32 * kk), kk > 0, __nv_fp8_e4m3());
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold(acc_o);
+    store_acc(o_out, D, acc_o);
+}
+
+/* e4m3 on the host, written out for this test: the value of a code, and the nearest code to a
+ * float (ties to the even code, which for e4m3 is the even mantissa), found by search over the
+ * finite codes so that nothing clever can be wrong. */
+static float e4m3_value(uint8_t c) {
+    const int sign = c >> 7, exp = (c >> 3) & 15, man = c & 7;
+    const float mag = exp ? ldexpf(1.0f + man / 8.0f, exp - 7) : ldexpf(man / 8.0f, -6);
+    return sign ? -mag : mag;
+}
+static uint8_t e4m3_nearest(float x) {
+    uint8_t best = 0;
+    for (int c = 0; c < 256; ++c) {
+        if ((c & 0x7f) == 0x7f) continue;  // NaN
+        const double d = fabs((double)e4m3_value((uint8_t)c) - x), b = fabs((double)e4m3_value(best) - x);
+        if (d < b || (d == b && (c & 1) == 0 && (best & 1) == 1 && (c >> 7) == (best >> 7))) best = (uint8_t)c;
+    }
+    return best;
+}
+
+template <int D>
+static void test_e4m3(int seqlen_k) {
+    /* Codes of small values (|x| <= 2, every product and k-sum of Q K^T exact in f32). */
+    uint8_t *hq = (uint8_t *)malloc(kF8Rows * D), *hk = (uint8_t *)calloc(kF8Keys * D, 1), *hv = (uint8_t *)calloc(kF8Keys * D, 1);
+    srand(4321 + D);
+    for (int i = 0; i < kF8Rows * D; ++i) hq[i] = e4m3_nearest((rand() % 17 - 8) / 4.0f);
+    for (int i = 0; i < seqlen_k * D; ++i) hk[i] = e4m3_nearest((rand() % 17 - 8) / 4.0f);
+    for (int i = 0; i < seqlen_k * D; ++i) hv[i] = e4m3_nearest((rand() % 17 - 8) / 4.0f);
+    const float p_scale = 1.0f / 16;
+    double *s_ref = (double *)malloc(kF8Rows * kF8Keys * sizeof(double)), *o_ref = (double *)malloc(kF8Rows * D * sizeof(double));
+    for (int r = 0; r < kF8Rows; ++r)
+        for (int c = 0; c < kF8Keys; ++c) {
+            double acc = 0;
+            for (int x = 0; x < D; ++x) acc += (double)e4m3_value(hq[r * D + x]) * e4m3_value(hk[c * D + x]);
+            s_ref[r * kF8Keys + c] = acc;
+        }
+    uint8_t *dq, *dk, *dv, *dp;
+    float *ds, *dout;
+    CUDA_OK(cudaMalloc(&dq, kF8Rows * D));
+    CUDA_OK(cudaMalloc(&dk, seqlen_k * D));
+    CUDA_OK(cudaMalloc(&dv, seqlen_k * D));
+    CUDA_OK(cudaMalloc(&dp, kF8Rows * kF8Keys));
+    CUDA_OK(cudaMalloc(&ds, kF8Rows * kF8Keys * sizeof(float)));
+    CUDA_OK(cudaMalloc(&dout, kF8Rows * D * sizeof(float)));
+    CUDA_OK(cudaMemcpy(dq, hq, kF8Rows * D, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dk, hk, seqlen_k * D, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dv, hv, seqlen_k * D, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(ds, 0xff, kF8Rows * kF8Keys * sizeof(float)));
+    CUDA_OK(cudaMemset(dout, 0xff, kF8Rows * D * sizeof(float)));
+    CUDA_OK(cudaMemset(dp, 0x7f, kF8Rows * kF8Keys));  // e4m3 NaN: a byte never written fails
+    CUtensorMap map_q, map_k, map_v;
+    if (flash_tma_map(&map_q, dq, FLASH_E4M3, 1, kF8Rows, 1, D, kF8Rows, "hopper_units", "q") ||
+        flash_tma_map(&map_k, dk, FLASH_E4M3, 1, seqlen_k, 1, D, kF8Keys, "hopper_units", "k") ||
+        flash_tma_map(&map_v, dv, FLASH_E4M3, 1, seqlen_k, 1, D, kF8Keys, "hopper_units", "v")) {
+        printf("FAIL: e4m3 d%d: %s\n", D, flash_strerror(FLASH_E_CUDA));
+        n_fail++;
+        return;
+    }
+    const int kSmem = (kF8Rows + 3 * kF8Keys) * D + 1024;
+    CUDA_OK(cudaFuncSetAttribute(wgmma_e4m3_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    wgmma_e4m3_kernel<D><<<1, 128, kSmem>>>(map_q, map_k, map_v, p_scale, ds, dp, dout);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    float *hs = (float *)malloc(kF8Rows * kF8Keys * sizeof(float)), *ho = (float *)malloc(kF8Rows * D * sizeof(float));
+    uint8_t *hp = (uint8_t *)malloc(kF8Rows * kF8Keys);
+    CUDA_OK(cudaMemcpy(hs, ds, kF8Rows * kF8Keys * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hp, dp, kF8Rows * kF8Keys, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(ho, dout, kF8Rows * D * sizeof(float), cudaMemcpyDeviceToHost));
+
+    int r, c;
+    const double e_s = max_err(hs, s_ref, kF8Rows, kF8Keys, &r, &c);
+    if (e_s == 0)
+        printf("PASS: e4m3 d%d: TMA boxes of %d-byte rows (%s swizzle, keys %d..127 zero-filled), wgmma SS m64n128k32, K-major "
+               "descriptors\n", D, D, D == 128 ? "128B" : "64B", seqlen_k), n_pass++;
+    else
+        printf("FAIL: e4m3 d%d: S[%d][%d] = %g, want %g (TMA map of uint8 with a %d-byte box, its swizzle, the descriptor's "
+               "swizzle mode and SBO %d, +32 B per k32 step)\n", D, r, c, hs[r * kF8Keys + c], s_ref[r * kF8Keys + c], D,
+               D == 128 ? 1024 : 512), n_fail++;
+    /* P: every byte the nearest e4m3 to S * p_scale, at its own (row, key). */
+    int bad_p = -1;
+    for (int i = 0; i < kF8Rows * kF8Keys && bad_p < 0; ++i)
+        if (hp[i] != e4m3_nearest((float)(s_ref[i] * p_scale))) bad_p = i;
+    if (e_s == 0 && bad_p < 0)
+        printf("PASS: e4m3 d%d: pack_p_e4m3 rounds P to nearest even e4m3 and places it in the A fragment's key order\n", D), n_pass++;
+    else if (e_s == 0)
+        printf("FAIL: e4m3 d%d: P[%d][%d] = 0x%02x, want 0x%02x (cvt e4m3x2's operand order, or the byte order of pack_p_e4m3)\n",
+               D, bad_p / kF8Keys, bad_p % kF8Keys, hp[bad_p], e4m3_nearest((float)(s_ref[bad_p] * p_scale))), n_fail++;
+    /* O = P V with the P the kernel packed (decoded from its bytes) and the V given. */
+    for (int rr = 0; rr < kF8Rows; ++rr)
+        for (int cc = 0; cc < D; ++cc) {
+            double acc = 0;
+            for (int x = 0; x < kF8Keys; ++x) acc += (double)e4m3_value(hp[rr * kF8Keys + x]) * e4m3_value(hv[x * D + cc]);
+            o_ref[rr * D + cc] = acc;
+        }
+    const double e_o = max_err(ho, o_ref, kF8Rows, D, &r, &c);
+    if (e_s == 0 && bad_p < 0 && e_o < 1e-5)
+        printf("PASS: e4m3 d%d: V transposed in shared memory in P's key order, wgmma RS m64n%dk32 (A from registers, V^T K-major)\n",
+               D, D), n_pass++;
+    else if (e_s == 0 && bad_p < 0)
+        printf("FAIL: e4m3 d%d: O[%d][%d] = %g, want %g (transpose_v_e4m3: ldmatrix.trans blocks, the byte permutes, V^T's "
+               "key order against pack_p_e4m3's)\n", D, r, c, ho[r * D + c], o_ref[r * D + c]), n_fail++;
+    else
+        printf("SKIP: e4m3 d%d: P V: its A operand is the S or P above, which is wrong\n", D);
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dp), cudaFree(ds), cudaFree(dout);
+    free(hq), free(hk), free(hv), free(hp), free(s_ref), free(o_ref), free(hs), free(ho);
+}
+
 /* ---- clusters: multicast and remote arrivals ----------------------------------------------- */
 
 constexpr int kHalfRows = kBoxRows / 2;
@@ -469,6 +662,8 @@ int main(void) {
     test_tma<__half>("fp16", FLASH_FP16);
     test_multicast<__nv_bfloat16>("bf16", FLASH_BF16);
     test_multicast<__half>("fp16", FLASH_FP16);
+    test_e4m3<128>(100);
+    test_e4m3<64>(100);
     printf("hopper_units: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

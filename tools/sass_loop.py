@@ -4,9 +4,10 @@
     tools/sass_loop.py FILE [--function REGEX]
 
 FILE is a cubin, an object or a library (cuobjdump -sass reads it) or a SASS listing cuobjdump
-already wrote. For every function, each innermost loop whose body issues wgmma (HGMMA) is listed:
+already wrote. For every function, each innermost loop whose body issues wgmma (HGMMA, or QGMMA for
+8-bit inputs) is listed:
 its instruction count; the count on the path that takes every forward branch inside it (the path a
-tile without a mask takes past its masking code); its HGMMA by shape; the instructions between the
+tile without a mask takes past its masking code); its HGMMA (QGMMA) by shape; the instructions between the
 turn's named barrier (BAR.SYNC) and the first wgmma issue (WARPGROUP.ARRIVE); and how many run
 between the wait for S (WARPGROUP.DEPBAR.LE gsb0, 0x1) and the wait for P V (0x0). These are
 static counts of the code, not of a run: what docs/14 compares with FlashAttention-3's loops (the
@@ -17,6 +18,8 @@ import re
 import subprocess
 import sys
 
+# The SASS of wgmma: HGMMA for 16-bit inputs, QGMMA for 8-bit ones (e4m3, e5m2).
+WGMMA = ("HGMMA", "QGMMA")
 INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 BRANCH = re.compile(r"\bBRA(?:\.\S+)?\s+(?:P\d+,\s*)?(0x[0-9a-f]+)")
 
@@ -51,7 +54,7 @@ def loops(code):
         target = int(m.group(1), 16)
         if target < a and target in index:
             j = index[target]
-            hgmma = sum(opcode(x).startswith("HGMMA") for _, x in code[j:i + 1])
+            hgmma = sum(opcode(x).startswith(WGMMA) for _, x in code[j:i + 1])
             if hgmma:
                 found.append((j, i, hgmma))
     # the innermost: no other such loop inside
@@ -96,11 +99,12 @@ def main():
         print(f"function {number}: {name}")
         for j, i in loops(code):
             body = code[j:i + 1]
-            shapes = {}
+            shapes = {}  # mnemonic -> shape -> count
             for _, x in body:
-                if opcode(x).startswith("HGMMA"):
-                    shape = opcode(x).split(".")[1]
-                    shapes[shape] = shapes.get(shape, 0) + 1
+                if opcode(x).startswith(WGMMA):
+                    mnemonic, shape = opcode(x).split(".")[:2]
+                    shapes.setdefault(mnemonic, {})
+                    shapes[mnemonic][shape] = shapes[mnemonic].get(shape, 0) + 1
             sync = first(body, lambda x: opcode(x).startswith("BAR.SYNC"))
             arrive = first(body, lambda x: opcode(x) == "WARPGROUP.ARRIVE")
             wait_s = first(body, lambda x: "DEPBAR.LE gsb0, 0x1" in x)
@@ -108,8 +112,8 @@ def main():
             turn = arrive - sync if sync is not None and arrive is not None and arrive > sync else None
             between = wait_pv - wait_s if wait_s is not None and wait_pv is not None and wait_pv > wait_s else None
             print(f"  loop {code[j][0]:#x}-{code[i][0]:#x}: {len(body)} instructions, "
-                  f"{fast_path(code, j, i)} on the path past forward branches; HGMMA "
-                  + ", ".join(f"{n} x {s}" for s, n in sorted(shapes.items()))
+                  f"{fast_path(code, j, i)} on the path past forward branches; "
+                  + "; ".join(m + " " + ", ".join(f"{n} x {s}" for s, n in sorted(shapes[m].items())) for m in sorted(shapes))
                   + f"; turn barrier to first wgmma: {turn if turn is not None else '-'}"
                   + f"; S wait to P V wait: {between if between is not None else '-'}")
             printed += 1
