@@ -84,6 +84,17 @@ int flash_first_fp8_stage(void) {
     return 0;
 }
 
+int flash_stage_supports_dtype(int stage, flash_dtype dtype) {
+    const stage_entry *e = stage_at(stage);
+    if (!e) return flash_set_error(FLASH_E_INVALID, "invalid stage = %d (must be 1..%d)", stage, N_STAGES);
+    if (dtype != FLASH_E4M3 || e->fp8) return FLASH_OK;
+    const int first = flash_first_fp8_stage();
+    if (first)
+        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype e4m3 for stage %02d (%s): fp8 inputs need stage %02d (%s) or later",
+                               stage, e->name, first, stage_at(first)->name);
+    return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype e4m3 for stage %02d (%s): no stage takes fp8 inputs", stage, e->name);
+}
+
 /* The compute capability of each device (major * 10 + minor), 0 until asked. Atomic, because the
  * library may be called from several host threads: a thread that reads 0 asks the driver itself
  * (the answer is the same for everybody) and publishes it. */
@@ -189,13 +200,8 @@ static int forward(int stage, const flash_problem *p, const flash_descale *desca
                                stage, e->name);
     int rc = flash_validate(p, 1);
     if (rc) return rc;
-    if (p->dtype == FLASH_E4M3 && !e->fp8) {
-        const int first = flash_first_fp8_stage();
-        if (first)
-            return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype e4m3 for stage %02d (%s): fp8 inputs need stage %02d (%s) or later",
-                                   stage, e->name, first, stage_at(first)->name);
-        return flash_set_error(FLASH_E_UNSUPPORTED, "unsupported dtype e4m3 for stage %02d (%s): no stage takes fp8 inputs", stage, e->name);
-    }
+    rc = flash_stage_supports_dtype(stage, p->dtype);
+    if (rc) return rc;
     rc = flash_stage_supported(stage);
     if (rc) return rc;
     flash_problem q = *p;

@@ -33,6 +33,13 @@ typedef int (*flash_stage_fp8_fn)(const flash_problem *p, const flash_descale *d
 int flash_stage_takes_fp8(int stage);
 int flash_first_fp8_stage(void);
 
+/* The refusal of a dtype, without the device: 0 if stage `stage` takes inputs of `dtype` (every
+ * stage takes bf16 and fp16; e4m3 the stages that take fp8), otherwise FLASH_E_UNSUPPORTED with the
+ * message flash_forward gives, recorded for flash_strerror: "unsupported dtype e4m3 for stage 14
+ * (kernel14_cluster): fp8 inputs need stage 15 (kernel15_fp8) or later". FLASH_E_INVALID for a
+ * stage that does not exist. ./run refuses with it before it builds a problem. */
+int flash_stage_supports_dtype(int stage, flash_dtype dtype);
+
 /* Checks the shape, dtype and scale (and, when check_pointers is set, the pointers) against the
  * contract without touching the device. Returns 0 or FLASH_E_INVALID / FLASH_E_UNSUPPORTED and
  * records a message naming the parameter (read it with flash_strerror). */

@@ -245,6 +245,27 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
           : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
     }
 
+#define FLASH_WGMMA_SS_N192(T, KIND, IMM) \
+    __device__ __forceinline__ void wgmma_ss(float (&d)[24][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
+                     "wgmma.mma_async.sync.aligned.m64n192" KIND " " \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, " \
+                     "%96, %97, p, " IMM ";\n}\n" \
+          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), \
+          "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
+          "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
+          "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
+          "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]) \
+          : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
+    }
+
 /* The instruction's k and types, and its immediate operands after the scale-d predicate: scale-a
  * and scale-b (1: no negation), then for 16-bit inputs one transpose flag per shared-memory
  * operand (0: K-major; 1: MN-major, V in P V). 8-bit inputs have no transpose flags: both operands
@@ -271,9 +292,10 @@ FLASH_WGMMA(FLASH_WGMMA_SS_N160, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N160, __half, FLASH_KIND_F16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __half, FLASH_KIND_F16_SS)
-/* e4m3 (stage 15): S = Q K^T with 128 keys, O += P V with head_dim 64 and 128; k32 per instruction,
+/* e4m3 (stage 15): S = Q K^T with 128 or 192 keys, O += P V with head_dim 64 and 128; k32 per instruction,
  * twice the elements of a k16 step in the same 32 bytes of each row. */
 FLASH_WGMMA(FLASH_WGMMA_SS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
+FLASH_WGMMA(FLASH_WGMMA_SS_N192, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_RS_N64, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_RS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 
@@ -322,9 +344,13 @@ __device__ __forceinline__ void wgmma_hold(float (&d)[kTiles][4]) {
  * which order it adds them. The transpose below writes V^T in exactly that order, so the
  * permutation costs nothing: no shuffle in the consumers, nothing to undo in O. */
 
-/* A 4-byte store to shared memory at a 32-bit shared address (the form the tile addresses take). */
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t value) {
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+/* stmatrix: ldmatrix's inverse (sm_90). Four 8 x 8 blocks of 16-bit elements; lane l gives the
+ * shared address of row l % 8 of block l / 8 (16 bytes, 16-byte aligned), and r[j] of thread
+ * (g = lane / 4, t = lane % 4) is elements 2t, 2t + 1 of row g of block j. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]),
+                 "r"(r[3])
+                 : "memory");
 }
 
 /* Four floats rounded to e4m3 (round to nearest even, saturating at +-448: the values are P scaled
@@ -351,31 +377,36 @@ __device__ __forceinline__ void pack_p_e4m3(const float (&acc_s)[kNTilesS][4], i
     a[3] = pack_e4m3x4(acc_s[n + 2][2], acc_s[n + 2][3], acc_s[n + 3][2], acc_s[n + 3][3]);
 }
 
-/* One warp's share of V^T: 16 keys (key0 .. key0 + 15) by 32 head-dim bytes (d0 .. d0 + 31) of the
+/* One warp's share of V^T: 16 keys (16 group .. + 15) by 32 head-dim bytes (32 span .. + 31) of the
  * V tile at v_tile (TMA's layout: row = key, kRowBytes = head_dim bytes per row, swizzled as
  * sw128_byte for 128 and sw64_byte for 64), written to the V^T tile at vt_tile ([head_dim, kKeys]
  * bytes, sw128_byte) in P's key order. ldmatrix.trans, reading 16-bit elements, hands thread
  * (g = lane / 4, t = lane % 4) of an 8 x 8 block head-dim pair g (bytes 2g, 2g + 1) of keys 2t and
  * 2t + 1; its four blocks are keys 0-7 and 8-15 by the two 16-byte halves of the 32 bytes. Two byte
  * permutes of the keys-0-7 and keys-8-15 registers then make, for head-dim byte 2g and for 2g + 1,
- * the word of keys 2t, 2t + 1, 8 + 2t, 9 + 2t: V^T's k positions 4t .. 4t + 3 above. Four 4-byte
- * stores; lanes g and g + 4 of a store meet in one bank (rows 8 apart), a two-way conflict. */
-template <int kRowBytes, int kKeys, int kHeadDim>
-__device__ __forceinline__ void transpose_v_e4m3(uint32_t v_tile, uint32_t vt_tile, int key0, int d0) {
+ * the word of keys 2t, 2t + 1, 8 + 2t, 9 + 2t: V^T's k positions 4t .. 4t + 3 above. That is word t
+ * of V^T rows d0 + 2g and d0 + 2g + 1 (and 16 rows on): row g, word t of four 8 x 8 blocks whose
+ * rows are every other V^T row, which is the layout stmatrix stores from, its rows at any
+ * addresses. One stmatrix of four blocks; its lanes g and g + 4 meet in one bank (rows 8 apart), a
+ * two-way conflict. */
+template <int kRowBytes, int kHeadDim>
+__device__ __forceinline__ void transpose_v_e4m3(uint32_t v_tile, uint32_t vt_tile, uint32_t group, uint32_t span) {
     static_assert(kRowBytes == 128 || kRowBytes == 64, "a V row is an e4m3 head of 128 or 64 bytes");
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    /* Lane l gives the address of row l % 8 of block l / 8: keys + 8 (block & 1), bytes + 16 (block >> 1). */
-    const int blk = lane / 8, key = key0 + 8 * (blk & 1) + lane % 8, col = d0 + 16 * (blk >> 1);
-    const int off = kRowBytes == 128 ? sw128_byte(kKeys, key, col) : sw64_byte(key, col);
+    /* Unsigned arithmetic throughout: the swizzles are shifts, masks and XORs of it, which the
+     * compiler hoists out of the caller's loop where they depend on the lane alone. */
+    const uint32_t lane = threadIdx.x % 32, blk = lane / 8, i = lane % 8;
+    /* ldmatrix: lane l gives row i of block l / 8, V's key 16 group + 8 (block & 1) + i (its row % 8
+     * is i), 16-byte chunk 2 span + (block >> 1) of the row. */
+    const uint32_t key = 16 * group + 8 * (blk & 1) + i, chunk = 2 * span + (blk >> 1);
+    const uint32_t ld = kRowBytes == 128 ? key * 128 + ((chunk ^ i) << 4) : key * 64 + ((chunk ^ (i / 2)) << 4);
     uint32_t r[4];
-    ldmatrix_x4_trans(r, v_tile + off);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const uint32_t lo = r[2 * half], hi = r[2 * half + 1];  // keys 0-7, keys 8-15
-        const int d = d0 + 16 * half + 2 * g, k = key0 + 4 * t;
-        st_shared_u32(vt_tile + sw128_byte(kHeadDim, d, k), __byte_perm(lo, hi, 0x6420));
-        st_shared_u32(vt_tile + sw128_byte(kHeadDim, d + 1, k), __byte_perm(lo, hi, 0x7531));
-    }
+    ldmatrix_x4_trans(r, v_tile + ld);
+    const uint32_t w[4] = {__byte_perm(r[0], r[1], 0x6420), __byte_perm(r[0], r[1], 0x7531), __byte_perm(r[2], r[3], 0x6420),
+                           __byte_perm(r[2], r[3], 0x7531)};
+    /* stmatrix: lane l gives V^T row 32 span + 16 (block >> 1) + 2i + (block & 1), at key byte
+     * 16 group: column block group / 8 of 128 keys, chunk group % 8 of the row (sw128_byte). */
+    const uint32_t row = 32 * span + 16 * (blk >> 1) + 2 * i + (blk & 1);
+    stmatrix_x4(vt_tile + (group / 8) * kHeadDim * 128 + row * 128 + (((group % 8) ^ (row % 8)) << 4), w);
 }
 
 /* ---- proxies ------------------------------------------------------------------------------

@@ -23,10 +23,11 @@ static void usage(FILE *f) {
             "\n"
             "modes (default: check and time one problem, the one the problem flags describe)\n"
             "  --sweep            the benchmark problems: seqlen 512..16384, batch*seqlen = 65536,\n"
-            "                     heads*head-dim = 2048, head-dim 64/128, causal 0/1, bf16\n"
+            "                     heads*head-dim = 2048, head-dim 64/128, causal 0/1; in bf16, then in\n"
+            "                     e4m3 on the stages that take it (with --dtype: in that dtype alone)\n"
             "  --bench            --sweep with checks always on (make bench: --stage all --bench)\n"
-            "  --matrix           the correctness matrix: small cases over the whole contract, no timing,\n"
-            "                     no CSV\n"
+            "  --matrix           the correctness matrix: small cases over the whole contract (e4m3 on\n"
+            "                     the stages that take it), no timing, no CSV\n"
             "  --peak             measure the bf16 tensor-core ceilings of this GPU: mma.sync m16n8k16,\n"
             "                     and on Hopper wgmma m64n128k16; alone, or with --matrix / --sweep /\n"
             "                     --bench (the ceilings are measured first)\n"
@@ -41,7 +42,11 @@ static void usage(FILE *f) {
             "  --heads N          query heads                                  (default 16)\n"
             "  --kv-heads N       key/value heads, must divide --heads (GQA)   (default: --heads)\n"
             "  --head-dim N       64 or 128                                    (default 128)\n"
-            "  --dtype T          bf16 or fp16                                 (default bf16)\n"
+            "  --dtype T          bf16, fp16 or e4m3                           (default bf16)\n"
+            "                     e4m3: q, k, v in fp8 with a scale per tensor, O in bf16; only the\n"
+            "                     stages that take fp8 inputs run it (stage 15 on), the others are refused\n"
+            "                     (--stage N) or skipped (--stage all; without --stage, the highest\n"
+            "                     stage that takes it runs)\n"
             "  --causal [0|1]     bottom-right aligned causal mask; bare = 1   (default 0)\n"
             "  --scale F          softmax scale, 0 = 1/sqrt(head-dim)          (default 0)\n"
             "\n"
@@ -58,8 +63,8 @@ static void usage(FILE *f) {
             "\n"
             "what each mode takes (a flag that no mode of the run would use is refused, not ignored)\n"
             "  default            problem flags, --stage --seed --warmup --iters --no-check --csv\n"
-            "  --sweep            --stage --seed --warmup --iters --no-check --csv\n"
-            "  --bench            --stage --seed --warmup --iters --csv  (not with --sweep)\n"
+            "  --sweep            --dtype --stage --seed --warmup --iters --no-check --csv\n"
+            "  --bench            --dtype --stage --seed --warmup --iters --csv  (not with --sweep)\n"
             "  --matrix           --stage --seed\n"
             "  --peak             --csv (an mma_peak row, and on Hopper a wgmma_peak row); with another\n"
             "                     mode, also what that one takes\n"
@@ -152,8 +157,9 @@ typedef struct {
 static const flag_spec flags[] = {
     {"--batch", M_SINGLE, 0},    {"--seqlen", M_SINGLE, 0},   {"--seqlen-q", M_SINGLE, 0},
     {"--seqlen-k", M_SINGLE, 0}, {"--heads", M_SINGLE, 0},    {"--kv-heads", M_SINGLE, 0},
-    {"--head-dim", M_SINGLE, 0}, {"--dtype", M_SINGLE, 0},    {"--causal", M_SINGLE, 0},
-    {"--scale", M_SINGLE, 0},
+    {"--head-dim", M_SINGLE, 0}, {"--causal", M_SINGLE, 0},   {"--scale", M_SINGLE, 0},
+    /* The sweep runs its problems in each of the benchmark's dtypes; --dtype runs them in one. */
+    {"--dtype", M_SINGLE | M_SWEEP | M_BENCH, 0},
     {"--seed", M_SINGLE | M_MATRIX | M_SWEEP | M_BENCH, 0},
     {"--stage", M_SINGLE | M_MATRIX | M_SWEEP | M_BENCH, 0},
     {"--warmup", M_SINGLE | M_SWEEP | M_BENCH, 0},
@@ -186,6 +192,7 @@ static const char *why_unused(const flag_spec *f, int mode) {
         return "alone, it only measures the mma.sync ceiling: it runs no attention problem, so no stage, seed, "
                "timing or check";
     if (f->used_by == M_SINGLE) return "it runs its own fixed problems";
+    if (strcmp(f->name, "--dtype") == 0) return "it runs its own fixed problems, in every dtype";
     if (strcmp(f->name, "--no-check") == 0) return "it always checks";
     if (strcmp(f->name, "--warmup") == 0 || strcmp(f->name, "--iters") == 0) return "it only checks, it times nothing";
     if (strcmp(f->name, "--csv") == 0) return "it writes no CSV rows";
@@ -304,10 +311,12 @@ int parse_args(int argc, char **argv, run_options *o) {
                 rc = CLI_ERROR;
             }
         } else if (strcmp(flag, "--dtype") == 0) {
+            o->dtype_given = 1;
             if (strcmp(val, "bf16") == 0) p->dtype = FLASH_BF16;
             else if (strcmp(val, "fp16") == 0) p->dtype = FLASH_FP16;
+            else if (strcmp(val, "e4m3") == 0) p->dtype = FLASH_E4M3;
             else {
-                fprintf(stderr, "error: --dtype %s unsupported (supported: bf16, fp16)\n", val);
+                fprintf(stderr, "error: --dtype %s unsupported (supported: bf16, fp16, e4m3)\n", val);
                 rc = CLI_ERROR;
             }
         } else if (strcmp(flag, "--scale") == 0) rc = parse_scale(val, &p->softmax_scale);
@@ -406,11 +415,31 @@ int parse_args(int argc, char **argv, run_options *o) {
                 o->stage, flash_stage_name(o->stage), o->stage);
         return CLI_ERROR;
     }
-    int linked = 0;
-    for (int s = 1; s <= flash_stage_count(); s++) linked += flash_stage_available(s) != 0;
+    int linked = 0, last_linked = 0, fp8_linked = 0;
+    for (int s = 1; s <= flash_stage_count(); s++) {
+        if (!flash_stage_available(s)) continue;
+        linked++;
+        last_linked = s;
+        fp8_linked += flash_stage_takes_fp8(s) != 0;
+    }
     if (linked == 0) {
         fprintf(stderr, "error: --stage: no stage is linked into this binary\n");
         return CLI_ERROR;
+    }
+    /* e4m3 inputs: the stage asked for must take them; with --stage all, or without --stage, at
+     * least one stage linked in must. The refusal is the API's own message, which names the first
+     * stage that takes fp8 inputs (the stage table knows it without a device). */
+    if (p->dtype == FLASH_E4M3) {
+        if (o->stage_given && o->stage > 0 && flash_stage_supports_dtype(o->stage, FLASH_E4M3) != FLASH_OK) {
+            fprintf(stderr, "error: --stage %d --dtype e4m3: %s\n", o->stage,
+                    flash_strerror(flash_stage_supports_dtype(o->stage, FLASH_E4M3)));
+            return CLI_ERROR;
+        }
+        if (fp8_linked == 0) {
+            fprintf(stderr, "error: --dtype e4m3: no stage linked into this binary takes e4m3 inputs: %s\n",
+                    flash_strerror(flash_stage_supports_dtype(last_linked, FLASH_E4M3)));
+            return CLI_ERROR;
+        }
     }
     return CLI_OK;
 }

@@ -11,6 +11,7 @@
 
 typedef struct {
     flash_problem problem;  /* shape, dtype, causal, scale (0 = 1/sqrt(d)); pointers NULL */
+    int dtype_given;        /* --dtype was on the command line: --sweep / --bench run that dtype alone */
     uint64_t seed;
     int warmup, iters;
     int check;              /* 0 with --no-check */
@@ -25,7 +26,8 @@ typedef struct {
 #define CLI_ERROR 2  /* the message is on stderr: exit 2 */
 
 /* Fills o from argv, prints errors to stderr. Returns CLI_OK, CLI_HELP or CLI_ERROR. Checks the
- * problem with flash_validate and the stage against what is linked into this binary. */
+ * problem with flash_validate, the stage against what is linked into this binary, and e4m3 inputs
+ * against the stages that take them (the API's refusal, before any device work). */
 int parse_args(int argc, char **argv, run_options *o);
 
 

@@ -40,14 +40,19 @@ SWEEP_SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 SWEEP_HEAD_DIMS = [64, 128]
 
 
-def sweep_problem(seqlen, head_dim, causal):
+# The dtypes make bench runs the sweep in, in this order: bf16 on every stage, then e4m3 on the
+# stages that take fp8 inputs (the C side's bench_dtype).
+BENCH_DTYPES = ("bf16", FP8_DTYPE)
+
+
+def sweep_problem(seqlen, head_dim, causal, dtype="bf16"):
     heads = SWEEP_WIDTH // head_dim
-    return ("bf16", SWEEP_TOKENS // seqlen, heads, heads, seqlen, seqlen, head_dim, causal)
+    return (dtype, SWEEP_TOKENS // seqlen, heads, heads, seqlen, seqlen, head_dim, causal)
 
 
-def sweep_problems():
-    """Every sweep problem, in the order of the C side: head_dim, then causal, then seqlen."""
-    return [sweep_problem(s, d, c) for d in SWEEP_HEAD_DIMS for c in (0, 1) for s in SWEEP_SEQLENS]
+def sweep_problems(dtype="bf16"):
+    """Every sweep problem in `dtype`, in the order of the C side: head_dim, then causal, then seqlen."""
+    return [sweep_problem(s, d, c, dtype) for d in SWEEP_HEAD_DIMS for c in (0, 1) for s in SWEEP_SEQLENS]
 
 
 # Shapes off the sweep, timed only in alternating rounds (harness/rounds.py --set shapes), to see
@@ -80,5 +85,7 @@ if __name__ == "__main__":
     # What tests/test_contract.sh compares with the C side's dump.
     print(",".join(CSV_COLUMNS))
     print(",".join((MMA_PEAK, WGMMA_PEAK)))
-    for p in [HEADLINE] + sweep_problems():
-        print(",".join(map(str, p)))
+    print(",".join(map(str, HEADLINE)))
+    for dtype in BENCH_DTYPES:
+        for p in sweep_problems(dtype):
+            print(",".join(map(str, p)))

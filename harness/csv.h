@@ -24,7 +24,7 @@ typedef struct {
     const char *gpu;      /* device name, e.g. "NVIDIA H200" (quoted if it holds a comma) */
     const char *kernel;   /* "kernel05", CSV_KERNEL_MMA_PEAK or CSV_KERNEL_WGMMA_PEAK */
     const char *name;     /* "kernel05_swizzle" or "mma.sync.m16n8k16 bf16 f32-acc" */
-    const char *dtype;    /* "bf16" / "fp16"; "" leaves the column empty */
+    const char *dtype;    /* "bf16" / "fp16" / "e4m3" (lowp.h's dtype_name); "" leaves the column empty */
     int has_problem;      /* 0: batch .. causal are left empty (the ceilings' rows) */
     int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal;
     int iters;

@@ -16,14 +16,20 @@ extern "C" {
 
 /* The independent fp32 reference (three passes, no online softmax; see reference.cu).
  * p->q, p->k, p->v are device pointers in p->dtype; p->softmax_scale must be resolved (non-zero).
+ * For e4m3 inputs the reference computes on each element times its tensor's descale (`descale`;
+ * NULL reads as 1, 1, 1, and bf16 and fp16 inputs ignore it).
  *   o_ref  : [batch, seqlen_q, heads_q, head_dim] fp32, the exact-as-fp32-allows output
- *   o_lowp : [batch, seqlen_q, heads_q, head_dim] in p->dtype: P and O rounded to the I/O dtype
+ *   o_lowp : [batch, seqlen_q, heads_q, head_dim] in O's dtype (p->dtype; bf16 for e4m3): P and O
+ *            rounded as a kernel must round them (to the I/O dtype; for e4m3, 2^8 P to e4m3 and
+ *            O to bf16)
  *   lse_ref: [batch, heads_q, seqlen_q] fp32, +inf for rows that see no key
  * Asynchronous on `stream`; launch errors go through CUDA_CHECK (exit 3). */
-void reference_forward(const flash_problem *p, float *o_ref, uint16_t *o_lowp, float *lse_ref, cudaStream_t stream);
+void reference_forward(const flash_problem *p, const flash_descale *descale, float *o_ref, uint16_t *o_lowp,
+                       float *lse_ref, cudaStream_t stream);
 
-/* Error statistics of o (device, [batch, seqlen_q, heads_q, head_dim] in p->dtype) against o_ref
- * (device, fp32, same shape), reduced on the GPU. Synchronises `stream`. */
+/* Error statistics of o (device, [batch, seqlen_q, heads_q, head_dim] in O's dtype: p->dtype, bf16
+ * for e4m3 inputs) against o_ref (device, fp32, same shape), reduced on the GPU. Synchronises
+ * `stream`. */
 err_stats gpu_err_stats(const uint16_t *o, const float *o_ref, const flash_problem *p, cudaStream_t stream);
 
 /* A ceiling: one tensor-core instruction alone, as fast as the device retires it. */

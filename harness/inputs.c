@@ -40,27 +40,71 @@ float normal_at(uint64_t key, uint64_t i) {
     return (i & 1) ? radius * sinf(angle) : radius * cosf(angle);
 }
 
+/* One thread's share of a tensor, and what it hands back. */
 typedef struct {
-    uint16_t *bits;
-    float *vals;
+    void *bits;         /* [n] elements of dtype_bytes(dtype) bytes */
+    float *vals;        /* [n] */
     size_t begin, end;  /* this thread's element range [begin, end) */
     uint64_t key;
     flash_dtype dtype;
+    float descale;      /* e4m3, second pass: the tensor's descale */
+    float amax;         /* e4m3, first pass: the largest |sample| of the range */
 } fill_job;
 
-static void *fill_range(void *arg) {
+/* bf16 and fp16, in one pass: each sample rounded to the dtype. */
+static void *fill_range_16(void *arg) {
     const fill_job *job = (const fill_job *)arg;
+    uint16_t *bits = (uint16_t *)job->bits;
     for (size_t i = job->begin; i < job->end; i++) {
-        uint16_t h = f32_to_lowp(normal_at(job->key, i), job->dtype);
-        job->bits[i] = h;
+        const uint16_t h = f32_to_lowp(normal_at(job->key, i), job->dtype);
+        bits[i] = h;
         job->vals[i] = lowp_to_f32(h, job->dtype);  /* the value the device will see, exactly */
+    }
+    return NULL;
+}
+
+/* e4m3, first pass: the samples themselves into vals, and the range's amax. */
+static void *sample_range(void *arg) {
+    fill_job *job = (fill_job *)arg;
+    float amax = 0.0f;
+    for (size_t i = job->begin; i < job->end; i++) {
+        const float x = normal_at(job->key, i);
+        job->vals[i] = x;
+        if (fabsf(x) > amax) amax = fabsf(x);
+    }
+    job->amax = amax;
+    return NULL;
+}
+
+/* e4m3, second pass: each sample quantized with the tensor's descale, and vals replaced by the
+ * number the stored element stands for. */
+static void *quantize_range(void *arg) {
+    const fill_job *job = (const fill_job *)arg;
+    uint8_t *bits = (uint8_t *)job->bits;
+    for (size_t i = job->begin; i < job->end; i++) {
+        const uint8_t b = f32_to_e4m3(job->vals[i] / job->descale);
+        bits[i] = b;
+        job->vals[i] = e4m3_to_f32(b) * job->descale;
     }
     return NULL;
 }
 
 #define FILL_MAX_THREADS 64
 
-void fill_normal(uint16_t *bits, float *vals, size_t n, uint64_t key, flash_dtype dtype, int threads) {
+/* Runs fn on every job, jobs[0] on this thread. If a thread cannot be started its share also runs
+ * here, so the result never depends on whether pthread_create succeeded. */
+static void run_jobs(fill_job *jobs, int threads, void *(*fn)(void *)) {
+    pthread_t tids[FILL_MAX_THREADS];
+    int started[FILL_MAX_THREADS] = {0};
+    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tids[t], NULL, fn, &jobs[t]) == 0;
+    fn(&jobs[0]);
+    for (int t = 1; t < threads; t++) {
+        if (started[t]) pthread_join(tids[t], NULL);
+        else fn(&jobs[t]);
+    }
+}
+
+float fill_normal(void *bits, float *vals, size_t n, uint64_t key, flash_dtype dtype, int threads) {
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores > 0 ? (int)cores : 1;
@@ -70,18 +114,24 @@ void fill_normal(uint16_t *bits, float *vals, size_t n, uint64_t key, flash_dtyp
     if (n < ((size_t)1 << 20)) threads = 1;
 
     fill_job jobs[FILL_MAX_THREADS];
-    pthread_t tids[FILL_MAX_THREADS];
-    int started[FILL_MAX_THREADS] = {0};
     for (int t = 0; t < threads; t++) {
         jobs[t] = (fill_job){bits, vals, n * (size_t)t / (size_t)threads, n * (size_t)(t + 1) / (size_t)threads,
-                             key, dtype};
+                             key, dtype, 1.0f, 0.0f};
     }
-    /* Thread 0's share runs here; if a thread cannot be started its share also runs here, so the
-     * result never depends on whether pthread_create succeeded. */
-    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tids[t], NULL, fill_range, &jobs[t]) == 0;
-    fill_range(&jobs[0]);
-    for (int t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(tids[t], NULL);
-        else fill_range(&jobs[t]);
+    if (dtype != FLASH_E4M3) {
+        run_jobs(jobs, threads, fill_range_16);
+        return 1.0f;
     }
+    /* Two passes, because every element's quantization needs the whole tensor's amax. The first
+     * keeps the samples in vals, so the second need not draw them again. */
+    run_jobs(jobs, threads, sample_range);
+    float amax = 0.0f;
+    for (int t = 0; t < threads; t++)
+        if (jobs[t].amax > amax) amax = jobs[t].amax;
+    /* amax / 448 is a normal float for any sample normal_at can draw (|x| < 6); only a tensor of
+     * zeros has none, and any descale stores it exactly: 1 then. */
+    const float descale = amax > 0.0f ? amax / E4M3_MAX : 1.0f;
+    for (int t = 0; t < threads; t++) jobs[t].descale = descale;
+    run_jobs(jobs, threads, quantize_range);
+    return descale;
 }

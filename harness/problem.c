@@ -19,6 +19,7 @@
 #include "flash_internal.h"
 #include "gpu.h"
 #include "inputs.h"
+#include "lowp.h"
 
 #define TIME_BUDGET_MS 2000.0f  /* a slow stage may stop timing after this much timed work ... */
 #define TIME_MIN_ITERS 5        /* ... but never with fewer launches than this */
@@ -109,6 +110,17 @@ static void *host_alloc(size_t bytes, const char *what) {
 
 /* The spot-check rows: the very last row (it sees every key, also when causal), the very first
  * (with causal and Sq > Sk it sees none: the +inf path), then rows drawn from the seed. */
+/* The largest Euclidean norm of the rows of head_dim values of a tensor of n values. */
+static double max_row_norm(const float *x, size_t n, int head_dim) {
+    double worst = 0.0;
+    for (size_t r = 0; r < n; r += (size_t)head_dim) {
+        double sq = 0.0;
+        for (int d = 0; d < head_dim; d++) sq += (double)x[r + d] * x[r + d];
+        if (sq > worst) worst = sq;
+    }
+    return sqrt(worst);
+}
+
 static void spot_row(const flash_problem *p, uint64_t seed, int r, int *b, int *h, int *i) {
     if (r == 0) {
         *b = p->batch - 1, *h = p->heads_q - 1, *i = p->seqlen_q - 1;
@@ -131,9 +143,11 @@ int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, 
     ps->kv_elems = (size_t)p->batch * p->seqlen_k * p->heads_kv * p->head_dim;
     ps->lse_elems = (size_t)p->batch * p->heads_q * p->seqlen_q;
 
-    /* Refuse up front what cannot fit, rather than failing halfway with a CUDA error.
-     * Per q element: q, o, o_lowp (2 B each) + o_ref (4 B); per kv element: k, v; per row: 2 LSEs. */
-    const size_t dev_bytes = ps->q_elems * 10 + ps->kv_elems * 4 + ps->lse_elems * 8;
+    /* Refuse up front what cannot fit, rather than failing halfway with a CUDA error. Per q
+     * element: q (2 B, or 1 for e4m3), o, o_lowp (2 B each) + o_ref (4 B); per kv element: k, v;
+     * per row: 2 LSEs. */
+    const size_t in_bytes = dtype_bytes(p->dtype);
+    const size_t dev_bytes = ps->q_elems * (in_bytes + 8) + ps->kv_elems * 2 * in_bytes + ps->lse_elems * 8;
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (dev_bytes > free_b) {
@@ -147,9 +161,9 @@ int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, 
     ps->h_v = host_alloc(ps->kv_elems * sizeof(float), "v");
     ps->h_lse = host_alloc(ps->lse_elems * sizeof(float), "lse");
     ps->h_lse_ref = host_alloc(ps->lse_elems * sizeof(float), "lse_ref");
-    CUDA_CHECK(cudaMalloc((void **)&ps->d_q, ps->q_elems * 2));
-    CUDA_CHECK(cudaMalloc((void **)&ps->d_k, ps->kv_elems * 2));
-    CUDA_CHECK(cudaMalloc((void **)&ps->d_v, ps->kv_elems * 2));
+    CUDA_CHECK(cudaMalloc(&ps->d_q, ps->q_elems * in_bytes));
+    CUDA_CHECK(cudaMalloc(&ps->d_k, ps->kv_elems * in_bytes));
+    CUDA_CHECK(cudaMalloc(&ps->d_v, ps->kv_elems * in_bytes));
     CUDA_CHECK(cudaMalloc((void **)&ps->d_o, ps->q_elems * 2));
     CUDA_CHECK(cudaMalloc((void **)&ps->d_lse, ps->lse_elems * sizeof(float)));
     CUDA_CHECK(cudaMalloc((void **)&ps->d_o_ref, ps->q_elems * sizeof(float)));
@@ -161,28 +175,32 @@ int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, 
     p->o = ps->d_o;
     p->lse = ps->d_lse;
 
-    /* Inputs: q, k, v are streams 0, 1, 2 of the seed. One staging buffer of 16-bit values serves
+    /* Inputs: q, k, v are streams 0, 1, 2 of the seed. One staging buffer of input elements serves
      * all three uploads. */
     const size_t max_elems = ps->q_elems > ps->kv_elems ? ps->q_elems : ps->kv_elems;
-    uint16_t *h_bits = host_alloc(max_elems * 2, "input staging");  /* [max(q, kv) elements] */
-    fill_normal(h_bits, ps->h_q, ps->q_elems, stream_key(seed, 0), p->dtype, 0);
-    CUDA_CHECK(cudaMemcpy(ps->d_q, h_bits, ps->q_elems * 2, cudaMemcpyHostToDevice));
-    fill_normal(h_bits, ps->h_k, ps->kv_elems, stream_key(seed, 1), p->dtype, 0);
-    CUDA_CHECK(cudaMemcpy(ps->d_k, h_bits, ps->kv_elems * 2, cudaMemcpyHostToDevice));
-    fill_normal(h_bits, ps->h_v, ps->kv_elems, stream_key(seed, 2), p->dtype, 0);
-    CUDA_CHECK(cudaMemcpy(ps->d_v, h_bits, ps->kv_elems * 2, cudaMemcpyHostToDevice));
+    void *h_bits = host_alloc(max_elems * in_bytes, "input staging");  /* [max(q, kv) elements] */
+    ps->descale.q = fill_normal(h_bits, ps->h_q, ps->q_elems, stream_key(seed, 0), p->dtype, 0);
+    CUDA_CHECK(cudaMemcpy(ps->d_q, h_bits, ps->q_elems * in_bytes, cudaMemcpyHostToDevice));
+    ps->descale.k = fill_normal(h_bits, ps->h_k, ps->kv_elems, stream_key(seed, 1), p->dtype, 0);
+    CUDA_CHECK(cudaMemcpy(ps->d_k, h_bits, ps->kv_elems * in_bytes, cudaMemcpyHostToDevice));
+    ps->descale.v = fill_normal(h_bits, ps->h_v, ps->kv_elems, stream_key(seed, 2), p->dtype, 0);
+    CUDA_CHECK(cudaMemcpy(ps->d_v, h_bits, ps->kv_elems * in_bytes, cudaMemcpyHostToDevice));
     free(h_bits);
 
     /* The reference, once per problem. */
     CUDA_CHECK(cudaEventRecord(g->start, g->stream));
-    reference_forward(p, ps->d_o_ref, ps->d_o_lowp, ps->d_lse_ref, g->stream);
+    reference_forward(p, &ps->descale, ps->d_o_ref, ps->d_o_lowp, ps->d_lse_ref, g->stream);
     CUDA_CHECK(cudaEventRecord(g->stop, g->stream));
     CUDA_CHECK(cudaEventSynchronize(g->stop));
     CUDA_CHECK(cudaEventElapsedTime(&ps->ref_ms, g->start, g->stop));
     CUDA_CHECK(cudaMemcpy(ps->h_lse_ref, ps->d_lse_ref, ps->lse_elems * sizeof(float), cudaMemcpyDeviceToHost));
     ps->lowp = gpu_err_stats(ps->d_o_lowp, ps->d_o_ref, p, g->stream);
+    ps->lse_tol = check_lse_tolerance(p->dtype == FLASH_E4M3, p->softmax_scale,
+                                      p->dtype == FLASH_E4M3 ? max_row_norm(ps->h_q, ps->q_elems, p->head_dim) : 0.0,
+                                      p->dtype == FLASH_E4M3 ? max_row_norm(ps->h_k, ps->kv_elems, p->head_dim) : 0.0);
 
-    /* The referee's referee: recompute a few rows in float64 on the CPU. */
+    /* The referee's referee: recompute a few rows in float64 on the CPU, from the same values (for
+     * e4m3 the dequantized ones the GPU reference computes from too). */
     const int D = p->head_dim;
     float *gpu_row = host_alloc((size_t)D * sizeof(float), "spot row");   /* [D] */
     double *cpu_row = host_alloc((size_t)D * sizeof(double), "spot row"); /* [D] */
@@ -223,18 +241,24 @@ void problem_free(problem_state *ps) {
     memset(ps, 0, sizeof *ps);
 }
 
+int problem_launch(const problem_state *ps, int stage, cudaStream_t stream) {
+    if (ps->p.dtype == FLASH_E4M3) return flash_forward_fp8(stage, &ps->p, &ps->descale, stream);
+    return flash_forward(stage, &ps->p, stream);
+}
+
 check_verdict problem_check(problem_state *ps, int stage, gpu_ctx *g, int *launch_rc) {
-    /* Poison: 0xFFFF is a NaN in bf16 and in fp16, 0xFFFFFFFF a NaN in fp32. Whatever the stage
-     * fails to write stays NaN and fails the check. */
+    /* Poison: 0xFFFF is a NaN in bf16 and in fp16 (O is bf16 for e4m3 inputs), 0xFFFFFFFF a NaN in
+     * fp32. Whatever the stage fails to write stays NaN and fails the check. */
     CUDA_CHECK(cudaMemsetAsync(ps->d_o, 0xFF, ps->q_elems * 2, g->stream));
     CUDA_CHECK(cudaMemsetAsync(ps->d_lse, 0xFF, ps->lse_elems * sizeof(float), g->stream));
-    *launch_rc = flash_forward(stage, &ps->p, g->stream);
+    *launch_rc = problem_launch(ps, stage, g->stream);
     if (*launch_rc != FLASH_OK) {
         check_verdict v;
         memset(&v, 0, sizeof v);
         v.max_abs_err = v.rel_l2_err = v.lse_max_err = INFINITY;
         v.tol = check_tolerance(&ps->lowp);
-        snprintf(v.reason, sizeof v.reason, "flash_forward: %s", flash_strerror(*launch_rc));
+        snprintf(v.reason, sizeof v.reason, "%s: %s", ps->p.dtype == FLASH_E4M3 ? "flash_forward_fp8" : "flash_forward",
+                 flash_strerror(*launch_rc));
         return v;
     }
     CUDA_CHECK_LAUNCH();
@@ -243,12 +267,12 @@ check_verdict problem_check(problem_state *ps, int stage, gpu_ctx *g, int *launc
     const err_stats o = gpu_err_stats(ps->d_o, ps->d_o_ref, &ps->p, g->stream);
     CUDA_CHECK(cudaMemcpy(ps->h_lse, ps->d_lse, ps->lse_elems * sizeof(float), cudaMemcpyDeviceToHost));
     const lse_stats lse = lse_compare(ps->h_lse, ps->h_lse_ref, ps->lse_elems);
-    return check_decide(&o, &ps->lowp, &lse);
+    return check_decide(&o, &ps->lowp, &lse, ps->lse_tol);
 }
 
 /* Every timed launch goes through here: a refused problem is a usage error (2), a CUDA failure 3. */
-static void launch_or_exit(int stage, const flash_problem *p, cudaStream_t stream) {
-    const int rc = flash_forward(stage, p, stream);
+static void launch_or_exit(const problem_state *ps, int stage, cudaStream_t stream) {
+    const int rc = problem_launch(ps, stage, stream);
     if (rc != FLASH_OK) {
         fprintf(stderr, "error: %s: %s\n", flash_stage_name(stage), flash_strerror(rc));
         exit(rc == FLASH_E_CUDA ? FLASH_EXIT_CUDA : 2);
@@ -284,7 +308,7 @@ static void enqueue_timed(problem_state *ps, int stage, gpu_ctx *g, cudaEvent_t 
      * previous layer's work has long replaced them. Queued before the start event: not timed. */
     CUDA_CHECK(cudaMemsetAsync(g->flush, k & 0xff, g->flush_bytes, g->stream));
     CUDA_CHECK(cudaEventRecord(start, g->stream));
-    launch_or_exit(stage, &ps->p, g->stream);
+    launch_or_exit(ps, stage, g->stream);
     CUDA_CHECK(cudaEventRecord(stop, g->stream));
     CUDA_CHECK_LAUNCH();
 }
@@ -341,7 +365,7 @@ timing_result problem_time(problem_state *ps, int stage, gpu_ctx *g, int warmup,
     for (int w = 0; w < launches; w++) {
         const int j = w - (launches - timed_w);
         if (j < 0) {
-            launch_or_exit(stage, &ps->p, g->stream);
+            launch_or_exit(ps, stage, g->stream);
             continue;
         }
         const double t0 = host_now_ms();

@@ -30,35 +30,41 @@ void gpu_close(gpu_ctx *g);
 
 typedef struct {
     flash_problem p;              /* device pointers q, k, v, o, lse; softmax_scale resolved */
+    flash_descale descale;        /* e4m3: each input's amax / 448; bf16 and fp16: 1, 1, 1 (unused) */
     size_t q_elems, kv_elems, lse_elems;
     /* device */
-    uint16_t *d_q;                /* [B, Sq, Hq, D]  16-bit */
-    uint16_t *d_k, *d_v;          /* [B, Sk, Hkv, D] 16-bit */
-    uint16_t *d_o;                /* [B, Sq, Hq, D]  16-bit, the stage under test writes it */
+    void *d_q;                    /* [B, Sq, Hq, D]  in p.dtype: 2 bytes an element, 1 for e4m3 */
+    void *d_k, *d_v;              /* [B, Sk, Hkv, D] in p.dtype */
+    uint16_t *d_o;                /* [B, Sq, Hq, D]  16-bit (bf16 for e4m3), the stage under test writes it */
     float *d_lse;                 /* [B, Hq, Sq]     fp32, the stage under test writes it */
     float *d_o_ref;               /* [B, Sq, Hq, D]  fp32 reference */
-    uint16_t *d_o_lowp;           /* [B, Sq, Hq, D]  16-bit reference (P and O rounded) */
+    uint16_t *d_o_lowp;           /* [B, Sq, Hq, D]  16-bit reference (P and O rounded as O's dtype and P's demand) */
     float *d_lse_ref;             /* [B, Hq, Sq]     fp32 reference, +inf on rows that see no key */
     /* host */
-    float *h_q;                   /* [B, Sq, Hq, D]  the inputs as float, exactly the 16-bit values */
-    float *h_k, *h_v;             /* [B, Sk, Hkv, D] */
+    float *h_q;                   /* [B, Sq, Hq, D]  the inputs as float: exactly the 16-bit values, or the */
+    float *h_k, *h_v;             /* [B, Sk, Hkv, D] dequantized e4m3 ones (e4m3 value * descale) */
     float *h_lse;                 /* [B, Hq, Sq]     a stage's LSE, copied back for the check */
     float *h_lse_ref;             /* [B, Hq, Sq] */
     err_stats lowp;               /* O_lowp vs O_ref: sets the tolerance */
+    double lse_tol;               /* the LSE's tolerance (check_lse_tolerance) */
     float ref_ms;                 /* how long the GPU reference took */
     int spot_rows;                /* rows the CPU float64 reference recomputed */
     double spot_o_err, spot_lse_err;  /* worst |GPU ref - CPU ref| over them */
 } problem_state;
 
 /* Allocates and fills everything for `shape` (dims, dtype, causal, scale; pointers ignored):
- * seeded inputs, the GPU reference, its spot check on `spot_rows` rows against the CPU, and the
+ * seeded inputs (e4m3 ones quantized per tensor, their descales kept; inputs.h), the GPU reference, its spot check on `spot_rows` rows against the CPU, and the
  * O_lowp statistics. Exits 2 when the problem does not fit in memory, 3 on CUDA errors. Returns 0,
  * or 1 when the spot check found the GPU reference wrong (the caller reports and exits 1). */
 int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, int spot_rows, gpu_ctx *g);
 void problem_free(problem_state *ps);
 
+/* Launches `stage` on the problem, asynchronously on `stream`: flash_forward for bf16 and fp16,
+ * flash_forward_fp8 with the problem's descales for e4m3. Returns what that returns. */
+int problem_launch(const problem_state *ps, int stage, cudaStream_t stream);
+
 /* One checked launch of `stage`: poison O (0xFFFF, NaN in bf16 and fp16) and LSE (NaN), launch,
- * compare. *launch_rc receives flash_forward's return code; when it is non-zero nothing ran and
+ * compare. *launch_rc receives problem_launch's return code; when it is non-zero nothing ran and
  * the verdict fails with flash_strerror's message. CUDA faults exit 3. */
 check_verdict problem_check(problem_state *ps, int stage, gpu_ctx *g, int *launch_rc);
 
@@ -72,7 +78,7 @@ typedef struct {
  * ones (L2 flushed before each, outside the events), all enqueued behind a short hold of the
  * stream with one synchronisation after them: `iters` of them, except that a slow stage is given
  * only as many as make ~2 s of timed work by the estimate, never under 5 (problem.c says why and
- * how). A non-zero flash_forward exits (2 for invalid/unsupported, 3 for CUDA). */
+ * how). A non-zero problem_launch exits (2 for invalid/unsupported, 3 for CUDA). */
 timing_result problem_time(problem_state *ps, int stage, gpu_ctx *g, int warmup, int iters);
 
 /* 4 * B * Hq * Sq * Sk * D, halved for causal (FlashAttention-2's convention). */

@@ -3,9 +3,11 @@
  *
  * The modes:
  *   (default)   one problem: check, then time, the selected stage(s); a table, optionally CSV
- *   --sweep     the benchmark problems (problems.h), same per problem; --bench: checks forced on
+ *   --sweep     the benchmark problems (problems.h) in each benchmark dtype (bf16, then e4m3 on
+ *               the stages that take it) or in --dtype's, same per problem; --bench: checks forced on
  *   --matrix    the correctness matrix: small cases over the whole contract, then whole query tiles
- *               that see no key at a size that fills the GPU, launched repeatedly; no timing
+ *               that see no key at a size that fills the GPU, launched repeatedly; the same in e4m3
+ *               on the stages that take it, and a case past 32-bit offsets; no timing
  *   --peak      the ceilings of this GPU: mma.sync, and on Hopper wgmma
  *   --gpu-slug  the device name as a file-name slug ("nvidia_h200")
  * Loops run problem-outer, stage-inner, so inputs and the reference are built once per problem.
@@ -137,27 +139,67 @@ static int run_problem(const run_options *o, gpu_ctx *g, const flash_problem *sh
 /* ------------------------------------------------------------------------------------------------
  * Modes */
 
+/* The stages of stages[n] that take inputs of `dtype` (every stage takes bf16 and fp16, e4m3 the
+ * stages that take fp8), into out[]; returns how many. When some do not, one line says so, with the
+ * API's refusal of the last of them: `what` names what they skip ("e4m3 sweep"). */
+static int stages_for_dtype(flash_dtype dtype, const int *stages, int n, int *out, const char *what) {
+    int kept = 0, skipped = 0, last = 0;
+    for (int s = 0; s < n; s++) {
+        if (flash_stage_supports_dtype(stages[s], dtype) == FLASH_OK) out[kept++] = stages[s];
+        else skipped++, last = stages[s];
+    }
+    if (skipped)
+        printf("note: %s: skipped on %d stage%s without %s inputs (%s)\n", what, skipped, skipped > 1 ? "s" : "",
+               dtype_name(dtype), flash_strerror(flash_stage_supports_dtype(last, dtype)));
+    fflush(stdout);
+    return kept;
+}
+
+/* A run of e4m3 problems alone (--dtype e4m3) where none of the run's stages takes them: the CLI
+ * checked that a stage linked in does, but this GPU may run none of those. Exits 2 with the refusal. */
+static void refuse_dtype(flash_dtype dtype, const int *stages, int nstages) {
+    fprintf(stderr, "error: no stage of this run takes %s inputs: %s\n", dtype_name(dtype),
+            flash_strerror(flash_stage_supports_dtype(stages[nstages - 1], dtype)));
+    exit(2);
+}
+
+/* The sweep in each benchmark dtype (bf16 on every stage, e4m3 on those that take it), or in
+ * --dtype's alone. */
 static int run_sweep(const run_options *o, gpu_ctx *g, const int *stages, int nstages) {
     int failed = 0;
-    for (int i = 0; i < SWEEP_PROBLEMS; i++) {
-        const flash_problem p = sweep_problem(i);
-        failed += run_problem(o, g, &p, stages, nstages);
+    const int ndtypes = o->dtype_given ? 1 : BENCH_DTYPES;
+    for (int t = 0; t < ndtypes; t++) {
+        const flash_dtype dtype = o->dtype_given ? o->problem.dtype : bench_dtype(t);
+        char what[32];
+        snprintf(what, sizeof what, "%s sweep", dtype_name(dtype));
+        int run[FLASH_MAX_STAGES];
+        const int n = stages_for_dtype(dtype, stages, nstages, run, what);
+        if (n == 0 && o->dtype_given) refuse_dtype(dtype, stages, nstages);
+        for (int i = 0; i < SWEEP_PROBLEMS && n > 0; i++) {
+            const flash_problem p = sweep_problem(i, dtype);
+            failed += run_problem(o, g, &p, run, n);
+        }
     }
     return failed;
 }
 
-/* One checked launch of every stage on a matrix problem; prints a PASS/FAIL line per stage and
- * counts the passes into passed[stage]. A refused problem is a failed case (every stage must accept
- * the whole contract); a CUDA failure leaves the context unusable: exit 3. */
-static void matrix_case(problem_state *ps, const char *what, gpu_ctx *g, const int *stages, int nstages, int *passed) {
+/* One checked launch of every stage that takes the problem's dtype on a matrix problem; prints a
+ * PASS/FAIL line per stage, counts the cases each stage ran into ran[stage] and its passes into
+ * passed[stage]. A refused problem is a failed case (every stage must accept the whole contract,
+ * and the e4m3 part of it from the first stage that takes fp8 inputs on); a CUDA failure leaves the
+ * context unusable: exit 3. */
+static void matrix_case(problem_state *ps, const char *what, gpu_ctx *g, const int *stages, int nstages, int *passed,
+                        int *ran) {
     const flash_problem *p = &ps->p;
     for (int s = 0; s < nstages; s++) {
+        if (flash_stage_supports_dtype(stages[s], p->dtype) != FLASH_OK) continue;
         int rc;
         const check_verdict v = problem_check(ps, stages[s], g, &rc);
         if (rc == FLASH_E_CUDA) {
             fprintf(stderr, "error: %s: %s\n", flash_stage_name(stages[s]), flash_strerror(rc));
             exit(FLASH_EXIT_CUDA);
         }
+        ran[stages[s]] += 1;
         passed[stages[s]] += v.pass;
         printf("%s %s %s%s d%d causal=%d sq=%d sk=%d hq=%d hkv=%d b=%d max_err=%.3e tol=%.3e%s%s\n",
                v.pass ? "PASS" : "FAIL", flash_stage_name(stages[s]), what, dtype_name(p->dtype), p->head_dim,
@@ -167,70 +209,121 @@ static void matrix_case(problem_state *ps, const char *what, gpu_ctx *g, const i
     fflush(stdout);
 }
 
-/* The correctness matrix: every corner of the contract at sizes small enough to run hundreds of
- * cases per stage in seconds. Odd sizes (17, 113, 203, 217, 1023) hit tile tails; Sq != Sk with
- * causal hits the bottom-right alignment, Sq > Sk the rows that see no key: with (300, 17) and
- * causal, rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's
- * kBlockM. (8, 2) heads is GQA. Then the no-key stress: the same situation at a size that fills
- * the GPU, NOKEY_RUNS checked launches in a row per head_dim. A block with nothing to compute that
- * still copied Q and staged O in shared memory raced with its own copies, wrong only now and then
- * and only under load: one small launch does not show it. */
-#define NOKEY_RUNS 10
-static int run_matrix(const run_options *o, gpu_ctx *g, const int *stages, int nstages) {
+/* What the matrix carries from case to case: its options, device and stages, the case number
+ * (each case's seed moves with it: fresh inputs per case), and per stage the cases it ran and the
+ * ones it passed. */
+typedef struct {
+    const run_options *o;
+    gpu_ctx *g;
+    const int *stages;
+    int nstages;
+    int cases;
+    int passed[FLASH_MAX_STAGES + 1], ran[FLASH_MAX_STAGES + 1];
+} matrix_state;
+
+/* One problem of the matrix, checked `runs` times in a row on every stage that takes its dtype. */
+static void matrix_problem(matrix_state *m, const flash_problem *p, const char *what, int runs) {
+    problem_state ps;
+    setup_or_exit(&ps, p, m->o->seed + 1000003ull * (uint64_t)m->cases, MATRIX_SPOT_ROWS, m->g, 0);
+    for (int run = 0; run < runs; run++, m->cases++)
+        matrix_case(&ps, what, m->g, m->stages, m->nstages, m->passed, m->ran);
+    problem_free(&ps);
+}
+
+/* The small problems over the whole contract, in one dtype: head_dim 64 and 128, causal and not,
+ * sequence lengths (odd sizes such as 17, 113, 203, 217, 1023 hit tile tails; Sq != Sk with causal
+ * hits the bottom-right alignment, Sq > Sk the rows that see no key: with (300, 17) and causal,
+ * rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's kBlockM),
+ * heads ((8, 2) is GQA) and batch 1 and 3: 144 cases. */
+static void matrix_grid(matrix_state *m, flash_dtype dtype) {
     static const int seqs[][2] = {{1, 1},     {17, 17},   {64, 64},   {113, 203},  {203, 113},
                                   {128, 217}, {300, 17},  {1000, 1000}, {1023, 1024}};
     static const int heads[2][2] = {{4, 4}, {8, 2}};
     static const int batches[2] = {1, 3};
     static const int head_dims[2] = {64, 128};
-    static const flash_dtype dtypes[2] = {FLASH_BF16, FLASH_FP16};
     enum { N_SEQS = sizeof seqs / sizeof seqs[0] };
-    int passed[FLASH_MAX_STAGES + 1] = {0}, cases = 0;
+    for (int hd = 0; hd < 2; hd++)
+        for (int causal = 0; causal <= 1; causal++)
+            for (int si = 0; si < N_SEQS; si++)
+                for (int hi = 0; hi < 2; hi++)
+                    for (int bi = 0; bi < 2; bi++) {
+                        flash_problem p;
+                        memset(&p, 0, sizeof p);
+                        p.dtype = dtype;
+                        p.head_dim = head_dims[hd];
+                        p.causal = causal;
+                        p.seqlen_q = seqs[si][0];
+                        p.seqlen_k = seqs[si][1];
+                        p.heads_q = heads[hi][0];
+                        p.heads_kv = heads[hi][1];
+                        p.batch = batches[bi];
+                        matrix_problem(m, &p, "", 1);
+                    }
+}
 
-    for (int di = 0; di < 2; di++)
-        for (int hd = 0; hd < 2; hd++)
-            for (int causal = 0; causal <= 1; causal++)
-                for (int si = 0; si < N_SEQS; si++)
-                    for (int hi = 0; hi < 2; hi++)
-                        for (int bi = 0; bi < 2; bi++) {
-                            flash_problem p;
-                            memset(&p, 0, sizeof p);
-                            p.dtype = dtypes[di];
-                            p.head_dim = head_dims[hd];
-                            p.causal = causal;
-                            p.seqlen_q = seqs[si][0];
-                            p.seqlen_k = seqs[si][1];
-                            p.heads_q = heads[hi][0];
-                            p.heads_kv = heads[hi][1];
-                            p.batch = batches[bi];
-                            /* Fresh inputs per case: the seed moves with the case number. */
-                            problem_state ps;
-                            setup_or_exit(&ps, &p, o->seed + 1000003ull * (uint64_t)cases, MATRIX_SPOT_ROWS, g, 0);
-                            matrix_case(&ps, "", g, stages, nstages, passed);
-                            problem_free(&ps);
-                            cases++;
-                        }
-
-    for (int hd = 0; hd < 2; hd++) {
+/* The no-key stress, in one dtype: a causal problem with Sq far above Sk at a size that fills the
+ * GPU, NOKEY_RUNS checked launches in a row per head_dim. A block with nothing to compute that
+ * still copied Q and staged O in shared memory raced with its own copies, wrong only now and then
+ * and only under load: one small launch does not show it. */
+#define NOKEY_RUNS 10
+static void matrix_nokey(matrix_state *m, flash_dtype dtype) {
+    for (int d = 64; d <= 128; d += 64) {
         flash_problem p;
         memset(&p, 0, sizeof p);
-        p.dtype = FLASH_BF16;
-        p.head_dim = head_dims[hd];
+        p.dtype = dtype;
+        p.head_dim = d;
         p.causal = 1;
         p.batch = 64;
         p.heads_q = p.heads_kv = 16;
         p.seqlen_q = 1000;
         p.seqlen_k = 5;
-        problem_state ps;
-        setup_or_exit(&ps, &p, o->seed + 1000003ull * (uint64_t)cases, MATRIX_SPOT_ROWS, g, 0);
-        for (int run = 0; run < NOKEY_RUNS; run++, cases++) matrix_case(&ps, "no-key stress ", g, stages, nstages, passed);
-        problem_free(&ps);
+        matrix_problem(m, &p, "no-key stress ", NOKEY_RUNS);
+    }
+}
+
+/* Past 32-bit offsets with little to compute: K and V of batch 65535 (the most a grid's z takes),
+ * 272 keys and one head of 128 are 65535 * 272 * 128 = 2,281,635,840 elements each, one byte each
+ * in e4m3. Batches 61681 on start past 2^31 (61681 * 272 * 128 = 2,147,485,696), so a K/V offset
+ * held in a 32-bit int goes negative there, while 16 queries a batch keep the work at 0.3 TFLOP.
+ * 272 keys are 2 tiles of 128 and a tail of 16. The host draws and quantizes the 2 x 2.3e9
+ * elements (about 90 core-seconds each, some 12 s in all on 16 cores) and keeps them as float for
+ * the CPU spot check, whose last row (batch 65534) reads K and V from past 2^31: about 21 GB of
+ * host memory, 6 GB on the device. */
+static void matrix_wide(matrix_state *m, flash_dtype dtype) {
+    flash_problem p;
+    memset(&p, 0, sizeof p);
+    p.dtype = dtype;
+    p.head_dim = 128;
+    p.batch = 65535;
+    p.heads_q = p.heads_kv = 1;
+    p.seqlen_q = 16;
+    p.seqlen_k = 272;
+    matrix_problem(m, &p, "64-bit offsets ", 1);
+}
+
+/* The correctness matrix: every corner of the contract at sizes small enough to run hundreds of
+ * cases per stage in seconds; bf16 and fp16 on every stage (the grid in each, then the no-key
+ * stress in bf16), then the same in e4m3 on the stages that take it, and the case past 32-bit
+ * offsets. A stage is judged on the cases it ran. */
+static int run_matrix(const run_options *o, gpu_ctx *g, const int *stages, int nstages) {
+    matrix_state m = {.o = o, .g = g, .stages = stages, .nstages = nstages};
+    matrix_grid(&m, FLASH_BF16);
+    matrix_grid(&m, FLASH_FP16);
+    matrix_nokey(&m, FLASH_BF16);
+
+    int fp8[FLASH_MAX_STAGES];
+    if (stages_for_dtype(FLASH_E4M3, stages, nstages, fp8, "e4m3 matrix cases") > 0) {
+        matrix_grid(&m, FLASH_E4M3);
+        matrix_nokey(&m, FLASH_E4M3);
+        matrix_wide(&m, FLASH_E4M3);
     }
 
     int failed = 0;
     for (int s = 0; s < nstages; s++) {
-        printf("matrix %s: %d/%d passed%s\n", flash_stage_name(stages[s]), passed[stages[s]], cases,
-               passed[stages[s]] == cases ? "" : "  <-- FAILED");
-        failed += cases - passed[stages[s]];
+        const int ran = m.ran[stages[s]], passed = m.passed[stages[s]];
+        printf("matrix %s: %d/%d passed%s\n", flash_stage_name(stages[s]), passed, ran,
+               passed == ran ? "" : "  <-- FAILED");
+        failed += ran - passed;
     }
     return failed;
 }
@@ -278,11 +371,14 @@ static void gpu_slug(const char *name, char *out, size_t n) {
 
 /* The stages this run covers, on this GPU: an explicit --stage N that the GPU cannot run is refused
  * (exit 2, with the architecture it needs); --stage all skips such stages, saying so; without
- * --stage, the most advanced stage that is linked in and runs here. Exits 2 when none is left. */
+ * --stage, the most advanced stage that is linked in and runs here, and with --dtype e4m3 the most
+ * advanced of those that take e4m3 inputs. Exits 2 when none is left. */
 static int runnable_stages(const run_options *o, int *stages) {
     int n = 0, last_refused = 0;
+    const int fp8_only = !o->stage_given && o->problem.dtype == FLASH_E4M3;
     for (int s = 1; s <= flash_stage_count(); s++) {
         if (!flash_stage_available(s) || (o->stage > 0 && s != o->stage)) continue;
+        if (fp8_only && !flash_stage_takes_fp8(s)) continue;
         const int rc = flash_stage_supported(s);
         if (rc == FLASH_E_CUDA) {
             fprintf(stderr, "error: %s\n", flash_strerror(rc));
@@ -300,7 +396,8 @@ static int runnable_stages(const run_options *o, int *stages) {
         stages[n++] = s;
     }
     if (n == 0) {
-        fprintf(stderr, "error: no stage linked into this binary runs on this GPU%s%s\n", last_refused ? ": " : "",
+        fprintf(stderr, "error: no stage linked into this binary%s runs on this GPU%s%s\n",
+                fp8_only ? " that takes e4m3 inputs" : "", last_refused ? ": " : "",
                 last_refused ? flash_strerror(flash_stage_supported(last_refused)) : "");
         exit(2);
     }
@@ -347,7 +444,14 @@ int main(int argc, char **argv) {
     if (o.peak) run_peak(&o, &g);
     if (o.matrix) failed += run_matrix(&o, &g, stages, nstages);
     if (o.sweep || o.bench) failed += run_sweep(&o, &g, stages, nstages);
-    if (!o.peak && !o.matrix && !o.sweep && !o.bench) failed += run_problem(&o, &g, &o.problem, stages, nstages);
+    if (!o.peak && !o.matrix && !o.sweep && !o.bench) {
+        int run[FLASH_MAX_STAGES];
+        char what[32];
+        snprintf(what, sizeof what, "%s problem", dtype_name(o.problem.dtype));
+        const int n = stages_for_dtype(o.problem.dtype, stages, nstages, run, what);
+        if (n == 0) refuse_dtype(o.problem.dtype, stages, nstages);
+        failed += run_problem(&o, &g, &o.problem, run, n);
+    }
     gpu_close(&g);
     if (failed) printf("%d check%s FAILED\n", failed, failed > 1 ? "s" : "");
     return failed ? 1 : 0;

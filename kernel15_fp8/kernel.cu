@@ -96,14 +96,14 @@ template <> struct Tile<64, true, true, false> : TileShape<FLASH_TILE_D64_CAUSAL
 template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, false, true> : TileShape<FLASH_TILE_FP8> {};
 
 /* e4m3 inputs are one byte (the other dtypes two), and their O is written in bf16. */
-template <typename T> constexpr bool is_fp8() { return sizeof(T) == 1; }
+template <typename T> __host__ __device__ constexpr bool is_fp8() { return sizeof(T) == 1; }
 template <typename T> struct OutType { using type = T; };
 template <> struct OutType<__nv_fp8_e4m3> { using type = __nv_bfloat16; };
 
 /* Bytes of a Q, K or V tile row in shared memory: 128 (64 16-bit elements of the head, or an e4m3
  * head of 128), or 64 (an e4m3 head of 64, in the 64-byte swizzle): a tile is head_dim bytes /
  * kRowBytes column blocks of such rows (common/hopper.cuh). */
-template <typename T, int kHeadDim> constexpr int row_bytes() {
+template <typename T, int kHeadDim> __host__ __device__ constexpr int row_bytes() {
     return kHeadDim * (int)sizeof(T) < 128 ? kHeadDim * (int)sizeof(T) : 128;
 }
 
@@ -116,7 +116,7 @@ __device__ __forceinline__ uint64_t desc_qk(uint32_t smem_addr) {
 /* e4m3's P is 2^8 times P, so that its values land in e4m3's normal range (up to 256 of 448)
  * rather than among the subnormals below 2^-6, which keep fewer bits: exp2(x + 8) instead of
  * exp2(x). The sum l scales alike, so O = acc / l does not change, and the LSE takes the 8 back. */
-template <typename T> constexpr int p_shift() { return is_fp8<T>() ? 8 : 0; }
+template <typename T> __host__ __device__ constexpr int p_shift() { return is_fp8<T>() ? 8 : 0; }
 
 /* Two Q_i buffers, so that the next query tile's Q_i lands while the consumers still issue their
  * S with this one, and the joint turn never waits for it. */
@@ -265,7 +265,8 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
          * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0, which
          * is also alpha on the first tile (m = -inf): O and l start from zero. */
         m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2 - (float)kPShift;
-        alpha[h] = fast_exp2(m[h] * scale_log2 - (float)kPShift - m_scaled[h]);
+        /* e4m3: exactly 1 where the max stayed, so that the caller can skip rescaling O. */
+        alpha[h] = (kPShift != 0 && m_new == m[h]) ? 1.0f : fast_exp2(m[h] * scale_log2 - (float)kPShift - m_scaled[h]);
         m[h] = m_new;
     }
     float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
@@ -639,7 +640,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
              * the raw tile is free for the copy engine again, and V^T is published to the tensor
              * cores (the proxy fence: ordinary stores read by wgmma) and to the consumers, by one
              * thread once all three warps are through (the named barrier). */
-            constexpr int kUnits = (kBlockN / 16) * (kHeadDim / 32);  // 16 keys x 32 head bytes each
+            constexpr uint32_t kGroups = kBlockN / 16, kUnits = kGroups * (kHeadDim / 32);  // 16 keys x 32 head bytes each
             for (int msg = 0, v = 0;; ++msg) {
                 mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
                 const int w = msg_tile[msg & 1];
@@ -653,9 +654,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                     mbarrier_wait(full_v_u32 + 8 * s, phase);
                     mbarrier_wait(empty_vt_u32 + 8 * s, phase ^ 1);
 #pragma unroll 1
-                    for (int u = warp - 1; u < kUnits; u += kTransposeWarps)
-                        transpose_v_e4m3<kRowBytes, kBlockN, kHeadDim>(sV_u32 + s * kSlotBytes, sVt_u32 + s * kSlotBytes,
-                                                                        16 * (u % (kBlockN / 16)), 32 * (u / (kBlockN / 16)));
+                    for (uint32_t u = warp - 1; u < kUnits; u += kTransposeWarps)
+                        transpose_v_e4m3<kRowBytes, kHeadDim>(sV_u32 + s * kSlotBytes, sVt_u32 + s * kSlotBytes, u % kGroups, u / kGroups);
                     fence_proxy_async();
                     named_barrier_sync(kTransposeBarrier, kTransposeWarps * 32);
                     if (threadIdx.x == 32) {
@@ -890,7 +890,11 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             wgmma_wait<0>();
             wgmma_hold(acc_o);
             if (releases) release_pv(stage_prev);
-            rescale_o<kHeadDim>(acc_o, alpha);
+            /* e4m3: its tiles go through the tensor cores twice as fast, and the softmax's
+             * instructions are what the warps issue; the 64 multiplications of the rescale are one
+             * in seven of them. After the first tiles a row's max rarely grows, and where no row
+             * of the warp's grew, alpha is 1 and they are skipped (one vote, one branch). */
+            if (!kFp8 || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) rescale_o<kHeadDim>(acc_o, alpha);
             pack_p<T>(acc_s, p_frag);
         };
         /* The tiles that need the mask are the last keys, visited first; the loop over the others

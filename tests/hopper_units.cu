@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(128) wgmma_e4m3_kernel(const __grid_constant__
     /* V^T, [D, 128 keys], while S runs: 16 keys by 32 bytes of head per warp and call. */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int u = warp; u < (kF8Keys / 16) * (D / 32); u += 4)
-        transpose_v_e4m3<D, kF8Keys, D>(smem_u32(sV), smem_u32(sVt), 16 * (u % (kF8Keys / 16)), 32 * (u / (kF8Keys / 16)));
+        transpose_v_e4m3<D, D>(smem_u32(sV), smem_u32(sVt), u % (kF8Keys / 16), u / (kF8Keys / 16));
     fence_proxy_async();
     __syncthreads();
 
@@ -508,17 +508,26 @@ static void test_e4m3(int seqlen_k) {
     else if (e_s == 0)
         printf("FAIL: e4m3 d%d: P[%d][%d] = 0x%02x, want 0x%02x (cvt e4m3x2's operand order, or the byte order of pack_p_e4m3)\n",
                D, bad_p / kF8Keys, bad_p % kF8Keys, hp[bad_p], e4m3_nearest((float)(s_ref[bad_p] * p_scale))), n_fail++;
-    /* O = P V with the P the kernel packed (decoded from its bytes) and the V given. */
+    /* O = P V with the P the kernel packed (decoded from its bytes) and the V given. The tensor
+     * cores add 8-bit products with fewer bits than f32 keeps (about 14 of mantissa, as the
+     * DeepSeek-V3 report measured on the H800), so the bound is relative to the sum of the
+     * magnitudes, sum |p v|, not to the result: a layout error is wrong by the size of the terms. */
+    double worst = 0;
     for (int rr = 0; rr < kF8Rows; ++rr)
         for (int cc = 0; cc < D; ++cc) {
-            double acc = 0;
-            for (int x = 0; x < kF8Keys; ++x) acc += (double)e4m3_value(hp[rr * kF8Keys + x]) * e4m3_value(hv[x * D + cc]);
+            double acc = 0, mag = 0;
+            for (int x = 0; x < kF8Keys; ++x) {
+                const double term = (double)e4m3_value(hp[rr * kF8Keys + x]) * e4m3_value(hv[x * D + cc]);
+                acc += term, mag += fabs(term);
+            }
             o_ref[rr * D + cc] = acc;
+            const double e = fabs(ho[rr * D + cc] - acc) / fmax(1.0, mag);
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e, r = rr, c = cc;
         }
-    const double e_o = max_err(ho, o_ref, kF8Rows, D, &r, &c);
-    if (e_s == 0 && bad_p < 0 && e_o < 1e-5)
-        printf("PASS: e4m3 d%d: V transposed in shared memory in P's key order, wgmma RS m64n%dk32 (A from registers, V^T K-major)\n",
-               D, D), n_pass++;
+    const double e_o = worst;
+    if (e_s == 0 && bad_p < 0 && e_o < 1.0 / 4096)
+        printf("PASS: e4m3 d%d: V transposed in shared memory in P's key order, wgmma RS m64n%dk32 (A from registers, V^T K-major); "
+               "worst error %.1e of sum |p v|\n", D, D, e_o), n_pass++;
     else if (e_s == 0 && bad_p < 0)
         printf("FAIL: e4m3 d%d: O[%d][%d] = %g, want %g (transpose_v_e4m3: ldmatrix.trans blocks, the byte permutes, V^T's "
                "key order against pack_p_e4m3's)\n", D, r, c, ho[r * D + c], o_ref[r * D + c]), n_fail++;

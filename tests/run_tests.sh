@@ -29,13 +29,21 @@ suite() {  # suite NAME COMMAND...: run, echo, and count its result lines
     pass=$((pass + p)) fail=$((fail + f)) skipped=$((skipped + s))
 }
 
-# -- CPU: the float64 reference, the pass rule, dtype conversions, CSV appending, the arch rule --
+# -- CPU: the float64 reference, the pass rule (and the e4m3 one against simulated kernels), dtype
+# conversions, the inputs and their e4m3 quantization, CSV appending, the arch rule -------------
 build_cpu_tests() {
     "$CC" -std=c11 -O1 -Wall -Wextra -Icommon -Iharness -I"$CUDA_HOME/include" \
         tests/test_cpu.c harness/cpu_ref.c harness/checks.c harness/csv.c harness/inputs.c harness/lowp.c \
         harness/problems.c common/flash_arch.c -lm -o "$BUILD/test_cpu" && echo "PASS: test_cpu builds" && "$BUILD/test_cpu"
 }
 suite cpu build_cpu_tests
+
+# -- the host's e4m3 conversions against CUDA's own (cuda_fp8.h, on the host: no GPU needed) -----
+build_fp8_tests() {
+    "$NVCC" -std=c++17 -O2 -Icommon -Iharness tests/test_fp8_cuda.cu "$BUILD/harness/lowp.o" \
+        -o "$BUILD/test_fp8_cuda" && echo "PASS: test_fp8_cuda builds" && "$BUILD/test_fp8_cuda"
+}
+suite fp8_cuda build_fp8_tests
 
 # -- one definition per language: the C and Python sides agree on the problems and the CSV -------
 suite contract bash tests/test_contract.sh

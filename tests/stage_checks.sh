@@ -99,6 +99,12 @@ stage_ptx_checks() {
         want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
+    15) want "$dir" "$ptx" "e4m3 wgmma, k32 (S = Q K^T and O += P V in fp8)" "wgmma\.mma_async\.sync\.aligned\.m64n[0-9]+k32\.f32\.e4m3\.e4m3"
+        want "$dir" "$ptx" "P rounded to e4m3 (cvt e4m3x2)" "cvt\.rn\.satfinite\.e4m3x2\.f32"
+        want "$dir" "$ptx" "V transposed through ldmatrix.trans" "$LDSM_T"
+        want "$dir" "$ptx" "TMA multicast loads (the bf16 path of stage 14)" "cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.multicast::cluster"
+        want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
     *)  bad "$dir instruction checks" "tests/stage_checks.sh has no case for stage $nn: say what its PTX must hold" ;;
     esac
     case $nn in 04|05|06|07|08) want "$dir" "$ptx" "mma.sync m16n8k16" "$MMA" ;; esac
@@ -127,6 +133,10 @@ stage_sass_checks() {
     14) want "$label" "$sass" "UTMALDG.MULTICAST" "UTMALDG.*MULTICAST"; want "$label" "$sass" "USETMAXREG" "USETMAXREG"
         want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "SYNCS" "SYNCS"
         want "$label" "$sass" "UCGABAR (the cluster barrier)" "UCGABAR"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
+    15) want "$label" "$sass" "QGMMA ... E4M3 (8-bit wgmma)" "QGMMA\.64x[0-9]+x32\.F32\.E4M3\.E4M3"
+        want "$label" "$sass" "F2FP.SATFINITE.E4M3 (P to e4m3)" "F2FP\.SATFINITE\.E4M3"; want "$label" "$sass" "LDSM.16.MT88 (V's transpose)" "LDSM\.16\.MT88"
+        want "$label" "$sass" "HGMMA (bf16, fp16)" "HGMMA"; want "$label" "$sass" "UTMALDG.MULTICAST" "UTMALDG.*MULTICAST"
+        want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     *)  bad "$label checks" "tests/stage_checks.sh has no SASS case for stage $nn" ;;
     esac
 }

@@ -2,7 +2,10 @@
 
 Without a GPU (and with one): the stage table matches the kernelNN_name directories, the library
 exports exactly the functions flash.h declares, and every contract violation is rejected with a
-message that names the parameter, before any device work.
+message that names the parameter, before any device work: e4m3 inputs on a stage without fp8 (the
+message names the first stage that takes them, from the stage table), bad descale factors, a 16-bit
+problem given to flash_forward_fp8; and neither entry point reads a byte past the end of the
+flash_problem or flash_descale it is given (each put at the end of a page before an unreadable one).
 
 With a GPU, through the CUDA runtime the library itself loaded:
   - rows that see no key: causal, seqlen_q - seqlen_k spanning whole query tiles of every stage,
@@ -14,7 +17,12 @@ With a GPU, through the CUDA runtime the library itself loaded:
     second), the rows both write get the same bits from each;
   - --threads: eight host threads make their first calls into a fresh process at the same moment
     (the one-time per-device set-up of the stages races there) and must all get the answer a single
-    thread gets.
+    thread gets;
+  - e4m3 descales, on every stage that takes fp8 inputs (skipped while none does): flash_forward is
+    flash_forward_fp8 with descales 1, 1, 1; O is linear in the descale of v (doubled, O doubles bit
+    for bit; times 0.75, up to the rounding of each to bf16) and the LSE does not move; the descales of q and k
+    enter only through their product with the softmax scale (powers of two traded between them give
+    the same bits of O and LSE).
 Prints PASS:/FAIL:/SKIP: lines; exits 1 if any failed."""
 import array
 import ctypes
@@ -31,7 +39,7 @@ import threading
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", "build")
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from libflash import FLASH_BF16, FLASH_E_INVALID, FLASH_E_UNSUPPORTED, FLASH_OK, Problem  # noqa: E402
+from libflash import FLASH_BF16, FLASH_E4M3, FLASH_E_INVALID, FLASH_E_UNSUPPORTED, FLASH_OK, Descale, Problem  # noqa: E402
 import libflash  # noqa: E402
 
 
@@ -52,8 +60,38 @@ LIB_PATH = os.path.join(ROOT, BUILD, "libflash.so")
 lib = libflash.load(LIB_PATH)
 
 THREADS = "--threads" in sys.argv  # the child process of the threads check: GPU part only
+GUARD_PAGE = "--guard-page" in sys.argv  # the child process of the guard-page check: that check only
 dirs = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*/kernel.cu")))
 count = lib.flash_stage_count()
+
+
+def stage_table():
+    """{stage number: (name, takes fp8)} from build/gen/stages.h, the table the library was built
+    from: one FLASH_STAGE(NN, "name", "arch", fp8) line per stage, fp8 1 where the stage's kernel.cu
+    defines flash_forward_fp8_kernelNN (the Makefile's rule)."""
+    text = open(os.path.join(ROOT, BUILD, "gen", "stages.h")).read()
+    return {int(nn): (name, fp8 == "1")
+            for nn, name, fp8 in re.findall(r'FLASH_STAGE\((\d+), "([^"]+)", "[^"]*", ([01])\)', text)}
+
+
+STAGES = stage_table()
+FP8_STAGES = [n for n, (_, fp8) in sorted(STAGES.items()) if fp8]
+
+
+def fake_problem(**change):
+    """A problem the contract accepts, on fake but 16-byte aligned device pointers: every use below
+    must fail before any of them is dereferenced."""
+    p = Problem(0x1000, 0x2000, 0x3000, 0x4000, None, 2, 100, 120, 8, 2, 128, FLASH_BF16, 1, 0.0)
+    for key, value in change.items():
+        setattr(p, key, value)
+    return p
+
+
+def e4m3_refusal(stage):
+    """What flash_forward says to e4m3 inputs on `stage`, a stage without fp8: it names the dtype, the
+    stage and the first stage that takes fp8 inputs, or says that none does."""
+    first = f"stage {FP8_STAGES[0]:02d} ({STAGES[FP8_STAGES[0]][0]}) or later" if FP8_STAGES else "no stage takes fp8 inputs"
+    return f"unsupported dtype e4m3 for stage {stage:02d} ({STAGES[stage][0]}): ".encode(), first.encode()
 
 
 def cpu_checks():
@@ -64,7 +102,7 @@ def cpu_checks():
     check("flash_stage_name(0) and (n + 1) are NULL", lib.flash_stage_name(0) is None and lib.flash_stage_name(count + 1) is None)
 
     # -- exports: exactly what flash.h declares --------------------------------------------------------
-    declared = sorted(re.findall(r"^[a-z ]*[ *](flash_[a-z_]+)\(", open(os.path.join(ROOT, "common", "flash.h")).read(), re.M))
+    declared = sorted(re.findall(r"^[a-z ]*[ *](flash_[a-z0-9_]+)\(", open(os.path.join(ROOT, "common", "flash.h")).read(), re.M))
     try:
         nm = subprocess.run(["nm", "-D", "--defined-only", LIB_PATH], capture_output=True, text=True, check=True).stdout
         exported = sorted(line.split()[-1] for line in nm.splitlines() if line.split() and line.split()[1] in "TtDdBbRrWwVv")
@@ -74,10 +112,7 @@ def cpu_checks():
         skip("libflash.so exports exactly the functions of flash.h", f"nm failed: {e}")
 
     # -- contract violations, before any device work ---------------------------------------------------
-    def good():
-        # Fake but 16-byte aligned device pointers: every case below must fail before any use.
-        return Problem(0x1000, 0x2000, 0x3000, 0x4000, None, 2, 100, 120, 8, 2, 128, FLASH_BF16, 1, 0.0)
-
+    good = fake_problem
 
     cases = [
         (f"stage {count + 1}", count + 1, {}, FLASH_E_INVALID, b"stage"),
@@ -106,9 +141,114 @@ def cpu_checks():
         check(f"rejects {name}", rc == want_rc and want_word in msg, f"rc={rc} message={msg!r}")
     check("NULL problem rejected", lib.flash_forward(5, None, None) == FLASH_E_INVALID)
 
+    # -- e4m3: which stages take it, and the refusal of the others -------------------------------------
+    names = {n: name for n, (name, _) in STAGES.items()}
+    check("build/gen/stages.h lists every stage of the library, in order",
+          [names.get(i) for i in range(1, count + 1)] == dirs, f"{names}")
+    defines = [n for n, (name, _) in sorted(STAGES.items())
+               if f"flash_forward_fp8_kernel{n:02d}" in open(os.path.join(ROOT, name, "kernel.cu")).read()]
+    check("the stage table's fp8 stages are those whose kernel.cu defines flash_forward_fp8_kernelNN",
+          defines == FP8_STAGES, f"table {FP8_STAGES}, kernel.cu {defines}")
+    ones = Descale(1.0, 1.0, 1.0)
+    bad = []
+    for stage in range(1, count + 1):
+        if stage in FP8_STAGES:
+            continue  # it would launch on the fake pointers: the GPU part checks these
+        head, tail = e4m3_refusal(stage)
+        for entry, rc in (("flash_forward", lib.flash_forward(stage, ctypes.byref(fake_problem(dtype=FLASH_E4M3)), None)),
+                          ("flash_forward_fp8", lib.flash_forward_fp8(stage, ctypes.byref(fake_problem(dtype=FLASH_E4M3)),
+                                                                      ctypes.byref(ones), None))):
+            msg = lib.flash_strerror(rc) or b""
+            if rc != FLASH_E_UNSUPPORTED or not msg.startswith(head) or not msg.endswith(tail):
+                bad.append(f"{entry} stage {stage}: rc {rc}, {msg!r}")
+    first = f"stage {FP8_STAGES[0]}" if FP8_STAGES else "no stage takes fp8 inputs"
+    check(f"stages without fp8 refuse e4m3 inputs with FLASH_E_UNSUPPORTED, naming e4m3, the stage and the first "
+          f"fp8 stage ({first})", not bad, "; ".join(bad[:3]))
+
+    # -- flash_forward_fp8: the descales and the dtype ----------------------------------------------------
+    e4m3 = fake_problem(dtype=FLASH_E4M3)
+    descale_cases = [
+        ("descale q = 0", Descale(0.0, 1.0, 1.0), b"descale q"),
+        ("descale k = -1", Descale(1.0, -1.0, 1.0), b"descale k"),
+        ("descale v = -0", Descale(1.0, 1.0, -0.0), b"descale v"),
+        ("descale q = nan", Descale(float("nan"), 1.0, 1.0), b"descale q"),
+        ("descale k = inf", Descale(1.0, float("inf"), 1.0), b"descale k"),
+        ("descale v = -inf", Descale(1.0, 1.0, float("-inf")), b"descale v"),
+        ("descale v = 1e-40 (subnormal)", Descale(1.0, 1.0, 1e-40), b"descale v"),
+        ("descale q = 1.1e-38 (subnormal)", Descale(1.1e-38, 1.0, 1.0), b"descale q"),
+    ]
+    for name, descale, word in descale_cases:
+        rc = lib.flash_forward_fp8(1, ctypes.byref(e4m3), ctypes.byref(descale), None)
+        msg = lib.flash_strerror(rc) or b""
+        check(f"flash_forward_fp8 rejects {name}", rc == FLASH_E_INVALID and word in msg, f"rc={rc} message={msg!r}")
+    rc = lib.flash_forward_fp8(1, ctypes.byref(e4m3), None, None)
+    msg = lib.flash_strerror(rc) or b""
+    check("flash_forward_fp8 rejects descale NULL", rc == FLASH_E_INVALID and b"descale = NULL" in msg, f"rc={rc} {msg!r}")
+    for dtype, dname in ((FLASH_BF16, "bf16"), (1, "fp16")):
+        rc = lib.flash_forward_fp8(1, ctypes.byref(fake_problem(dtype=dtype)), ctypes.byref(ones), None)
+        msg = lib.flash_strerror(rc) or b""
+        check(f"flash_forward_fp8 rejects a {dname} problem, naming the dtype",
+              rc == FLASH_E_INVALID and b"dtype" in msg and b"flash_forward_fp8" in msg, f"rc={rc} {msg!r}")
+    check("flash_forward_fp8 rejects a NULL problem",
+          lib.flash_forward_fp8(1, None, ctypes.byref(ones), None) == FLASH_E_INVALID)
+
+    # -- nothing read past the end of the structs: a child process, so that a crash is a FAIL line --
+    sub = subprocess.run([sys.executable, os.path.abspath(__file__), "--guard-page"], capture_output=True, text=True)
+    print(sub.stdout, end="")
+    if sub.returncode != 0 and "FAIL:" not in sub.stdout:
+        check("flash_forward and flash_forward_fp8 read no byte past a flash_problem or flash_descale at a page's end",
+              False, f"the child process died (status {sub.returncode}): {sub.stderr.strip()[-300:]}")
+    elif sub.returncode != 0:
+        check("the guard-page checks", False, "see above")
 
 
+def guard_page_checks():
+    """A flash_problem, and a flash_descale, each put at the very end of a readable page that an
+    unreadable (PROT_NONE) page follows: a read of one byte past either faults. Each call below makes
+    the library read every field before it fails (the last check of flash_validate is the lse
+    pointer's alignment; the e4m3 refusal and the descale of v come after the whole problem), so a
+    struct read in full, and nothing beyond, passes; this process crashes otherwise."""
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page, prot_none = mmap.PAGESIZE, 0
 
+    def at_page_end(struct_type):
+        base = libc.mmap(None, 2 * page, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+        assert base not in (None, ctypes.c_void_p(-1).value), "mmap failed"
+        assert libc.mprotect(base + page, page, prot_none) == 0, "mprotect failed"
+        return struct_type.from_address(base + page - ctypes.sizeof(struct_type))
+
+    p = at_page_end(Problem)
+    d = at_page_end(Descale)
+    src = fake_problem(lse=0x5002)
+    for field, _ in Problem._fields_:
+        setattr(p, field, getattr(src, field))
+    d.q, d.k, d.v = 1.0, 1.0, 1.0
+    stage = next((n for n in range(1, count + 1) if n not in FP8_STAGES), None)
+
+    def call(name, want, word, entry, *args):
+        rc = entry(stage, ctypes.byref(p), *args)
+        msg = lib.flash_strerror(rc) or b""  # this thread's last error: read before the next call
+        check(f"no read past the end of the structs at a page's end: {name}", rc == want and word in msg,
+              f"rc={rc} message={msg!r}")
+
+    call("flash_forward, lse misaligned", FLASH_E_INVALID, b"lse", lib.flash_forward, None)
+    p.dtype = FLASH_E4M3
+    call("flash_forward_fp8, lse misaligned", FLASH_E_INVALID, b"lse", lib.flash_forward_fp8, ctypes.byref(d), None)
+    p.lse = None
+    call("flash_forward, e4m3 refused", FLASH_E_UNSUPPORTED, b"e4m3", lib.flash_forward, None)
+    call("flash_forward_fp8, e4m3 refused", FLASH_E_UNSUPPORTED, b"e4m3", lib.flash_forward_fp8, ctypes.byref(d), None)
+    d.v = 0.0
+    call("flash_forward_fp8, descale v refused", FLASH_E_INVALID, b"descale v", lib.flash_forward_fp8,
+         ctypes.byref(d), None)
+
+
+if GUARD_PAGE:
+    guard_page_checks()
+    sys.exit(1 if failures else 0)
 if not THREADS:
     cpu_checks()
 
@@ -416,6 +556,98 @@ def threads_check(rt):
         b.free()
 
 
+def fp8_descale_check(rt):
+    """On every stage that takes e4m3 inputs, small problems (tails, GQA, causal and not, head_dim 64
+    and 128) on random e4m3 inputs, launched with several descales; the bits of O and LSE compared:
+      - flash_forward on e4m3 inputs is flash_forward_fp8 with descales 1, 1, 1: the same bits;
+      - the descale of v: O = (P V8) * descale_v / l, so doubling it doubles every element of O
+        exactly (a power of two commutes with the rounding to bf16; these O are far from bf16's
+        overflow and underflow), and 0.75 scales O up to the roundings of acc / l and of
+        0.75 acc / l to bf16 (2^-8 of the value each, so 2^-7 between them); the LSE, which V does
+        not enter, keeps its bits;
+      - the descales of q and k enter the scores only through their product with the softmax scale,
+        so trading powers of two between the three ((2, 0.5), (0.5, 2), (4, 0.25), and (1, 1) with
+        the scale doubled against (2, 1) and (1, 2)) gives the same bits of O and LSE: a kernel
+        multiplying them in any order rounds nothing differently."""
+    if not FP8_STAGES:
+        skip("e4m3 descales on the GPU", "no stage takes fp8 inputs yet")
+        return
+    batch, sq, sk, hq, hkv = 2, 300, 203, 4, 2
+    rng = random.Random(15)
+
+    # Random bytes made e4m3 codes of magnitude 1/4 .. 3.75 (exponent fields 5..8): never NaN, and
+    # scores of a moderate spread. A byte keeps its sign and mantissa bits; two of its exponent bits
+    # pick the field.
+    to_e4m3 = bytes((b & 0x87) | (5 + ((b >> 3) & 3)) << 3 for b in range(256))
+
+    def e4m3_codes(n):
+        return rng.randbytes(n).translate(to_e4m3)
+
+    for stage in FP8_STAGES:
+        for d in (64, 128):
+            for causal in (0, 1):
+                name = f"stage {stage:02d} d{d} causal={causal}: e4m3 descales"
+                n_q, n_kv, n_lse = batch * sq * hq * d, batch * sk * hkv * d, batch * hq * sq
+                dev = {}
+                for key, n in (("q", n_q), ("k", n_kv), ("v", n_kv), ("o", 2 * n_q), ("lse", 4 * n_lse)):
+                    ptr = ctypes.c_void_p()
+                    assert rt.cudaMalloc(ctypes.byref(ptr), n) == 0
+                    dev[key] = ptr.value
+                for key, n in (("q", n_q), ("k", n_kv), ("v", n_kv)):
+                    assert rt.cudaMemcpy(dev[key], e4m3_codes(n), n, H2D) == 0
+
+                def run(dq, dk, dv, scale=1.0, through_fp8=True):
+                    """(rc, O bits, LSE) of one call; the softmax scale is `scale` / sqrt(d)."""
+                    rt.cudaMemset(dev["o"], 0xFF, 2 * n_q)
+                    rt.cudaMemset(dev["lse"], 0xFF, 4 * n_lse)
+                    p = Problem(dev["q"], dev["k"], dev["v"], dev["o"], dev["lse"], batch, sq, sk, hq, hkv, d,
+                                FLASH_E4M3, causal, scale / math.sqrt(d))
+                    if through_fp8:
+                        rc = lib.flash_forward_fp8(stage, ctypes.byref(p), ctypes.byref(Descale(dq, dk, dv)), None)
+                    else:
+                        rc = lib.flash_forward(stage, ctypes.byref(p), None)
+                    if rc != FLASH_OK or rt.cudaDeviceSynchronize() != 0:
+                        return rc or FLASH_E_INVALID, None, None
+                    return rc, fetch_bits(rt, dev["o"], n_q, "H"), fetch_bits(rt, dev["lse"], n_lse, "f")
+
+                rc, o1, lse1 = run(1.0, 1.0, 1.0)
+                if rc == FLASH_E_UNSUPPORTED:
+                    skip(name, lib.flash_strerror(rc).decode())
+                else:
+                    errors = []
+                    if rc != FLASH_OK:
+                        errors.append(f"rc {rc}: {lib.flash_strerror(rc)}")
+                    else:
+                        _, o, lse = run(0.0, 0.0, 0.0, through_fp8=False)
+                        if o != o1 or lse != lse1:
+                            errors.append("flash_forward differs from flash_forward_fp8 with descales 1, 1, 1")
+                        _, o, lse = run(1.0, 1.0, 2.0)
+                        doubled = sum(bf16_value(a) != 2.0 * bf16_value(b) for a, b in zip(o, o1))
+                        if doubled or lse != lse1:
+                            errors.append(f"descale v 2: {doubled} elements of O not exactly doubled"
+                                          f"{', LSE moved' if lse != lse1 else ''}")
+                        _, o, lse = run(1.0, 1.0, 0.75)
+                        off = sum(abs(bf16_value(a) - 0.75 * bf16_value(b))
+                                  > 2.0 ** -7 * max(abs(bf16_value(a)), abs(0.75 * bf16_value(b)))
+                                  for a, b in zip(o, o1))
+                        if off or lse != lse1:
+                            errors.append(f"descale v 0.75: {off} elements of O beyond the two bf16 roundings of O and 0.75 O"
+                                          f"{', LSE moved' if lse != lse1 else ''}")
+                        for dq, dk, scale in ((2.0, 0.5, 1.0), (0.5, 2.0, 1.0), (4.0, 0.25, 1.0)):
+                            _, o, lse = run(dq, dk, 1.0, scale)
+                            if o != o1 or lse != lse1:
+                                errors.append(f"descales q {dq}, k {dk}: other bits than 1, 1")
+                        _, o2, lse2 = run(1.0, 1.0, 1.0, 2.0)
+                        for dq, dk in ((2.0, 1.0), (1.0, 2.0)):
+                            _, o, lse = run(dq, dk, 1.0)
+                            if o != o2 or lse != lse2:
+                                errors.append(f"descales q {dq}, k {dk}: other bits than the softmax scale doubled")
+                    check(name + ": O linear in descale v, q and k only through their product with the scale",
+                          not errors, "; ".join(errors[:3]))
+                for ptr in dev.values():
+                    rt.cudaFree(ptr)
+
+
 rt = load_cudart()
 if THREADS:
     if rt is None:
@@ -428,6 +660,7 @@ else:
     no_key_check(rt)
     streams_check(rt)
     overlap_check(rt)
+    fp8_descale_check(rt)
     # The threads check needs a process whose first calls it makes: a fresh interpreter.
     sub = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads"], capture_output=True, text=True)
     print(sub.stdout, end="")

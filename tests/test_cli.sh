@@ -3,7 +3,8 @@
 #
 #   - every class of bad argument exits 2, before touching the device, with a message on stderr
 #     that names the parameter at fault; so does a flag given twice, or one that the chosen mode
-#     would ignore (naming the flag and the mode), or a --csv file that cannot be written;
+#     would ignore (naming the flag and the mode), or a --csv file that cannot be written, or e4m3
+#     inputs for a stage that does not take them (the API's refusal);
 #   - --help exits 0 and prints the usage;
 #   - a valid command either runs (GPU) or, with no usable GPU, exits 3 saying "no CUDA device",
 #     and says what it found before CUDA's own text.
@@ -124,6 +125,48 @@ if grep -qi "subnormal" "$TMP/err"; then
 else
     ok "--scale 1e-46 has its own message"
 fi
+
+# --- e4m3 inputs: only the stages that take fp8 inputs (build/gen/stages.h, the library's stage
+# table: fp8 1) run them; the others are refused before the device with the API's own message,
+# which names the first stage that takes them, or says that none does. Written to hold before and
+# after the first fp8 stage exists.
+STAGES_H=${BUILD:-build}/gen/stages.h
+fp8_stages=$(sed -n 's/.*FLASH_STAGE(\([0-9]*\), "[^"]*", "[^"]*", 1).*/\1/p' "$STAGES_H" 2>/dev/null)
+first_fp8=$(echo "$fp8_stages" | head -n 1)
+if [ -n "$first_fp8" ]; then
+    e4m3_tail="fp8 inputs need stage $first_fp8 ($(sed -n "s/.*FLASH_STAGE($first_fp8, \"\([^\"]*\)\".*/\1/p" "$STAGES_H")) or later"
+else
+    e4m3_tail="no stage takes fp8 inputs"
+fi
+case $(basename "$BIN") in  # the stages linked into this binary: build/kernelNN has NN alone
+    kernel[0-9][0-9]) linked=${BIN##*kernel} ;;
+    *) linked=$(sed -n 's/.*FLASH_STAGE(\([0-9]*\),.*/\1/p' "$STAGES_H" 2>/dev/null) ;;
+esac
+linked_fp8=$(for s in $linked; do echo "$fp8_stages" | grep -qx "$s" && echo "$s"; done)
+if [ ! -f "$STAGES_H" ]; then
+    bad "e4m3: the stage table" "$STAGES_H is missing (make all writes it)"
+fi
+expect_refused "--stage 1 --dtype e4m3: the API's refusal" "unsupported dtype e4m3 for stage 01 (kernel01_naive)" \
+    "$e4m3_tail" --stage 1 --dtype e4m3
+expect_refused "--dtype=e4m3 --stage=1: the API's refusal" "unsupported dtype e4m3 for stage 01" "$e4m3_tail" \
+    --dtype=e4m3 --stage=1
+expect_refused "--sweep --dtype e4m3 --stage 1: the API's refusal" "unsupported dtype e4m3 for stage 01" "$e4m3_tail" \
+    --sweep --dtype e4m3 --stage 1
+expect_refused "--bench --dtype e4m3 --stage 1: the API's refusal" "unsupported dtype e4m3 for stage 01" "$e4m3_tail" \
+    --bench --dtype e4m3 --stage 1
+expect_ignored_refused "--dtype" "--matrix" --matrix --dtype e4m3
+expect_ignored_refused "--dtype" "--peak"   --peak --dtype bf16
+expect_usage_error "supported: bf16, fp16, e4m3" --dtype e5m2
+if [ -z "$linked_fp8" ]; then
+    expect_refused "--dtype e4m3, no fp8 stage linked in: refused" "no stage linked into this binary takes e4m3 inputs" \
+        "$e4m3_tail" --dtype e4m3
+    expect_refused "--stage all --dtype e4m3, no fp8 stage linked in: refused" "takes e4m3 inputs" "$e4m3_tail" \
+        --stage all --dtype e4m3 --seqlen 128
+else
+    skip "--dtype e4m3, no fp8 stage linked in: refused" "$(basename "$BIN") has fp8 stages: $(echo $linked_fp8)"
+fi
+run --help
+if grep -q "e4m3" "$TMP/out"; then ok "--help names e4m3"; else bad "--help names e4m3" "no e4m3 in the usage"; fi
 
 # --- a flag that takes no value, given one: say so (not "unknown argument '1'") ------------------
 # Whatever follows that is not a flag is a value, negative-looking ones too.
@@ -316,6 +359,16 @@ if [ "$rc" -eq 3 ]; then
     expect_accepted --scale 1.2e-38                   # just above FLT_MIN: a normal float
     expect_accepted --seqlen=128 --causal=1 --scale=0.1 --stage=1 --seed=2 --warmup=0 --iters=3
     expect_accepted --causal=0 --dtype=fp16 --head-dim=64 --no-check --csv="$TMP/accepted.csv"
+    expect_accepted --sweep --dtype fp16 --stage 1 --iters 3    # the sweep in one dtype
+    expect_accepted --bench --dtype bf16 --stage all --iters 3
+    for s in $linked_fp8; do
+        expect_accepted --stage "$s" --dtype e4m3 --seqlen 128
+        expect_accepted --bench --dtype e4m3 --stage "$s" --iters 3
+    done
+    if [ -n "$linked_fp8" ]; then
+        expect_accepted --dtype=e4m3 --head-dim 64 --causal --kv-heads 4
+        expect_accepted --stage all --dtype e4m3 --seqlen 128
+    fi
     expect_accepted --causal --no-check              # --causal's optional value is not a no-value flag's
     expect_accepted --sweep --iters=3 --stage=all
     expect_accepted --csv "$TMP/empty.csv" --seed 1 --stage 1 --no-check

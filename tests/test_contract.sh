@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # One definition per language: the C side (harness/csv.h, harness/problems.c) and the Python side
 # (harness/contract.py) must describe the same CSV columns, ceilings' kernel names (mma_peak,
-# wgmma_peak), headline problem and sweep.
+# wgmma_peak), headline problem and sweep, in the same benchmark dtypes (bf16, e4m3) with the same
+# names for them.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 need_make_env
-if ! "$CC" -std=c11 -Wall -Icommon -Iharness -I"$CUDA_HOME/include" tests/contract_dump.c harness/problems.c \
+if ! "$CC" -std=c11 -Wall -Icommon -Iharness -I"$CUDA_HOME/include" tests/contract_dump.c harness/problems.c harness/lowp.c \
         -o "$BUILD/contract_dump" 2>"$BUILD/contract_dump.err"; then
     bad "contract_dump builds" "$(head -3 "$BUILD/contract_dump.err")"; finish; exit
 fi
 "$BUILD/contract_dump" >"$BUILD/contract.c.txt"
 "$PYTHON" harness/contract.py >"$BUILD/contract.py.txt"
 if cmp -s "$BUILD/contract.c.txt" "$BUILD/contract.py.txt"; then
-    ok "C and Python agree on the CSV columns, the ceilings' kernel names, the headline problem and the $(($(wc -l <"$BUILD/contract.c.txt") - 3)) sweep problems"
+    ok "C and Python agree on the CSV columns, the ceilings' kernel names, the headline problem and the $(($(wc -l <"$BUILD/contract.c.txt") - 3)) sweep problems ($(cut -d, -f1 "$BUILD/contract.c.txt" | tail -n +3 | sort -u | tr '\n' ' ')dtypes)"
 else
     bad "C and Python agree on the contract" "$(diff "$BUILD/contract.c.txt" "$BUILD/contract.py.txt" | head -4 | tr '\n' ' ')"
 fi
