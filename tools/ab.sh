@@ -9,7 +9,8 @@
 # reverse order), so that all of them meet the same clocks and power limit (docs/measuring.md). The rows, harness output as it is, go to
 # plots/ab/<gpu>_NN_<commit>/base.csv and <name>.csv, a directory per run (emptied first);
 # tools/results_md.py turns one into the <!-- AB:NN,<commit> --> table of per-point ratios to the
-# base. Runs from `make ab`.
+# base. AB_ARGS adds ./run arguments to every sweep (AB_ARGS="--dtype e4m3": that dtype's sweep
+# alone; a stage that takes e4m3 runs both otherwise). Runs from `make ab`.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -77,7 +78,8 @@ for round in $(seq 1 "${AB_ROUNDS:-2}"); do
     [ $((round % 2)) = 0 ] && order=("${reversed[@]}")
     for name in "${order[@]}"; do
         echo "round $round: $name"
-        timeout 300 "$T/$name" --stage "$((10#$NN))" --sweep --csv "$OUTDIR/$name.csv" >"$T/$name.log" 2>&1 ||
+        # shellcheck disable=SC2086
+        timeout 300 "$T/$name" --stage "$((10#$NN))" --sweep ${AB_ARGS:-} --csv "$OUTDIR/$name.csv" >"$T/$name.log" 2>&1 ||
             { echo "make ab: $name failed: $(tail -n 2 "$T/$name.log")" >&2; exit 1; }
     done
 done
