@@ -77,7 +77,7 @@ help:
 	@echo "  make all            every stage binary, build/allstages and build/libflash.so"
 	@echo "  make lib            build/libflash.so with every stage (the C API of common/flash.h)"
 	@echo "  make test           CPU tests, instruction checks, and with a GPU the correctness matrix and sanitizer"
-	@echo "  make bench          every stage on the headline problem and the sweep -> plots/<gpu>.csv"
+	@echo "  make bench          every stage on the headline problem and the sweep (bf16; e4m3 where taken) -> plots/<gpu>.csv"
 	@echo "  make reference      time FA2, cuDNN and FA3 through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make rounds         stages and references timed in alternating rounds (PyTorch) -> plots/rounds/"
 	@echo "  make rounds-shapes  the same kernels on the shapes off the sweep (GQA, tails, Sq != Sk, 32k) -> plots/shapes/"
@@ -194,7 +194,8 @@ bench: $(BUILD)/allstages
 reference: $(BUILD)/allstages
 	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/reference.py --csv plots/$(GPU_SLUG).csv
 
-# The rows every ratio of README and docs comes from (harness/rounds.py). ROUNDS_TAG=_again writes a
+# The rows every ratio of README and docs comes from (harness/rounds.py), in bf16 and, for the stages
+# that take fp8 inputs, in e4m3 beside FA3's fp8 forward, in the same rounds. ROUNDS_TAG=_again writes a
 # second measurement of the same commit beside the first (the reproducibility table of
 # docs/measuring.md). ROUNDS_ALSO="kernel13" times those stages over the sweep too, beside the last
 # of each track.
@@ -210,6 +211,14 @@ rounds-shapes: $(BUILD)/libflash.so $(BUILD)/allstages
 	@mkdir -p plots/shapes
 	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) --set shapes \
 	    --csv plots/shapes/$(GPU_SLUG)_$(COMMIT).csv $(if $(ROUNDS_ALSO),--sweep-also $(ROUNDS_ALSO))
+
+# The e4m3 error of the last stage that takes fp8 inputs and of FA3 against float64, on the same
+# quantized inputs (harness/fp8_error.py): the FP8ERR block of the docs reads the file.
+.PHONY: fp8-error
+fp8-error: $(BUILD)/libflash.so $(BUILD)/allstages
+	@mkdir -p plots/fp8_error
+	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/fp8_error.py --lib $(BUILD)/libflash.so \
+	    --csv plots/fp8_error/$(GPU_SLUG)_$(COMMIT).csv
 
 plot:
 	$(PYTHON) plots/plot.py plots/*.csv

@@ -7,7 +7,8 @@ CUDNN_ATTENTION backend (cuDNN fused attention). FlashAttention-3, the Hopper ke
 FlashAttention paper, comes as a Python package of its own: `flash_attn_interface` when built from
 its repository (hopper/), or `fa3_fwd_interface` from the `fa3-fwd` wheel on PyPI (FA3's forward
 kernels alone, bf16 and e4m3). The project never needs it; where it imports, its rows join the
-others, in bf16 and, since FA3 has an fp8 forward, in e4m3 too (dtype column "e4m3").
+others, in bf16 and, since FA3 has an fp8 forward, in e4m3 too (dtype column "e4m3"). SDPA's
+backends take no fp8 inputs: FA2 and cuDNN sit the e4m3 problems out.
 
 Every kernel is timed by time_calls() below, which harness/rounds.py uses as well:
 
@@ -252,10 +253,12 @@ class Kernels:
 
     def _sdpa(self, sdpa, sdpa_kernel, backend):
         def make_call(x):
+            # None: this backend cannot run the problem. SDPA's backends take no e4m3 inputs (they
+            # would raise, and harness/rounds.py would skip the kernel for the rest of its run).
             # SDPA's is_causal is top-left aligned, the project's mask bottom-right aligned: the same
             # mask only where seqlen_q == seqlen_k, so SDPA sits out the causal problems of other
-            # shapes (None: it cannot run this problem).
-            if x.causal and x.seqlen != x.seqlen_k:
+            # shapes too.
+            if x.dtype == FP8_DTYPE or (x.causal and x.seqlen != x.seqlen_k):
                 return None
             q, k, v = (t.transpose(1, 2) for t in (x.q, x.k, x.v))
             if x.heads_kv != x.heads:
@@ -277,10 +280,11 @@ class Kernels:
         def make_call(x):
             extra = {}
             if x.dtype == FP8_DTYPE:
-                # Per (batch, kv-head) descale factors, as FA3 takes them: 1, the inputs being
-                # e4m3 values as they are.
-                ones = torch.ones((x.batch, x.heads_kv), dtype=torch.float32, device="cuda")
-                extra = dict(q_descale=ones, k_descale=ones, v_descale=ones)
+                # Per (batch, kv-head) descale factors, as FA3 takes them, each filled with its
+                # tensor's one factor: 1 for the timed inputs, e4m3 values as they are;
+                # harness/fp8_error.py's quantized inputs carry their own.
+                extra = {f"{t}_descale": torch.full((x.batch, x.heads_kv), d, dtype=torch.float32, device="cuda")
+                         for t, d in zip("qkv", x.descale)}
 
             def call():
                 with torch.inference_mode():
@@ -293,7 +297,8 @@ class Kernels:
 class Inputs:
     """Seeded N(0, 1) inputs of one problem, Q as [batch, seqlen, heads, head_dim] and K, V as
     [batch, seqlen_k, heads_kv, head_dim] (by default seqlen and heads), in bf16 or (dtype "e4m3")
-    rounded to e4m3."""
+    rounded to e4m3. `descale`: the factors (q, k, v) that e4m3 elements stand multiplied by, all 1
+    here (harness/fp8_error.py quantizes with others)."""
 
     def __init__(self, torch, batch, heads, seqlen, head_dim, causal, dtype="bf16", seed=0, heads_kv=None,
                  seqlen_k=None):
@@ -309,13 +314,15 @@ class Inputs:
         if dtype == FP8_DTYPE:
             q, k, v = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
         self.q, self.k, self.v = q, k, v
+        self.descale = (1.0, 1.0, 1.0)
 
     def label(self):
         return f"{self.dtype} " + problem_label((self.dtype, self.batch, self.heads, self.heads_kv, self.seqlen,
                                                   self.seqlen_k, self.head_dim, self.causal))
 
     def as_bf16(self):
-        """The same values in bf16 (every e4m3 value is exact in bf16): what FA2 is compared on."""
+        """The same values in bf16 (every e4m3 value is exact in bf16; with descales of 1 the
+        elements are the numbers they stand for): what FA2 is compared on."""
         widened = copy.copy(self)
         widened.dtype = "bf16"
         widened.q, widened.k, widened.v = (t.to(self.torch.bfloat16) for t in (self.q, self.k, self.v))
@@ -421,12 +428,12 @@ def main():
     results = []
     for batch, heads, seqlen, head_dim, causal, dtype in problems:
         x = Inputs(torch, batch, heads, seqlen, head_dim, causal, dtype)
-        names = [k for k in kernels.available if dtype == "bf16" or k == "fa3"]
         outputs, rows = {}, []
-        for kernel in names:
-            name, make_call = kernels.available[kernel]
+        for kernel, (name, make_call) in kernels.available.items():
             try:
                 call = make_call(x)
+                if call is None:  # FA2 and cuDNN in e4m3
+                    continue
                 outputs[kernel] = call()
                 times = time_calls(torch, call, flush, args.warmup, args.iters)
             except RuntimeError as e:

@@ -10,7 +10,10 @@ For every CSV `<dir>/<stem>.csv` it writes, into --out-dir (default: the CSV's d
                       and the two ceilings (mma.sync, the limit of stages 01-08; wgmma, Hopper's),
                       and the Hopper stages after a divider;
   <stem>_sweep.png    TFLOP/s against seqlen over the sweep (batch*seqlen = 65536,
-                      heads*head_dim = 2048), one panel per (head_dim, causal).
+                      heads*head_dim = 2048), one panel per (head_dim, causal);
+  <stem>_fp8.png      the same sweep in e4m3: the stages that take fp8 inputs and FlashAttention-3,
+                      both with q, k, v in e4m3, and for scale, thinner, the last Hopper stage
+                      without fp8 and FlashAttention-3 in bf16.
 
 The ladder comes from the alternating rounds (harness/rounds.py, make rounds) where there are any:
 --rounds FILE, or else the newest plots/rounds/<stem>_*.csv beside the CSV (newest by the latest
@@ -19,11 +22,14 @@ is not used). Its bars are then each stage's median TFLOP/s over the rounds and 
 medians of the per-round ratios; the ceilings still come from the benchmark CSV. Without rounds the
 ladder, like the sweep always, is the benchmark CSV's one run; each title says which it shows.
 
-Only bf16 rows are drawn: FA3's fp8 rows (dtype e4m3) have no bf16 counterpart to stand beside.
+The ladder and the sweep draw bf16 rows only; the e4m3 rows (dtype e4m3: the stages that take fp8
+inputs, and FlashAttention-3's fp8 forward) have a figure of their own, from the rounds where they
+hold e4m3 rows (make rounds times both dtypes), else from the benchmark CSV's one run.
 
 The CSV may hold re-runs of the same (kernel, problem): the last row wins. Which stages are on the
-Hopper track is read from the "Needs:" line of each stage's kernel.cu header (sm_90a), as the
-Makefile reads it, not from the stage numbers.
+Hopper track is read from the "Needs:" line of each stage's kernel.cu header (sm_90a), and which take
+fp8 inputs from whether their kernel.cu defines the fp8 entry point, both as the Makefile reads them,
+not from the stage numbers.
 
 Usage:  python3 plots/plot.py plots/*.csv [--out-dir DIR] [--stages-from DIR]
                                           [--rounds FILE | --no-rounds]
@@ -43,8 +49,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from contract import (CSV_COLUMNS as COLUMNS, HEADLINE, MMA_PEAK, REFERENCE_KERNELS, SWEEP_SEQLENS, TIMED_REFERENCES,  # noqa: E402
-                      SWEEP_TOKENS, SWEEP_WIDTH, WGMMA_PEAK, seqlen_label)
+from contract import (CSV_COLUMNS as COLUMNS, FP8_DTYPE, HEADLINE, MMA_PEAK, REFERENCE_KERNELS,  # noqa: E402
+                      SWEEP_HEAD_DIMS, SWEEP_SEQLENS, SWEEP_TOKENS, SWEEP_WIDTH, TIMED_REFERENCES, WGMMA_PEAK,
+                      seqlen_label, sweep_problems)
 
 INT_COLUMNS = ["batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal", "iters"]
 FLOAT_COLUMNS = ["ms_median", "ms_min", "tflops", "max_abs_err", "rel_l2_err"]
@@ -76,6 +83,9 @@ HOPPER_ARCH = "sm_90a"
 HOPPER_TRACK_LABEL = "Hopper track (sm_90a)"
 # The header line the Makefile reads too (its sed in the stage section), in the same form.
 NEEDS_LINE = re.compile(r"^ \* Needs: *(sm_[0-9]+a?)", re.M)
+# A stage takes e4m3 inputs when its kernel.cu names this entry point (common/flash_internal.h): the
+# Makefile's STAGE_FP8 greps for the same text, and the dispatcher's stage table follows it.
+FP8_ENTRY = "flash_forward_fp8_kernel{nn}"
 
 # One colour and one marker per stage, the same in both figures, chosen by the stage's number
 # (kernel05 -> the 5th entry) so that a stage keeps its style whichever other stages the CSV holds.
@@ -286,6 +296,27 @@ def stage_archs(root=ROOT):
     return archs
 
 
+def stage_fp8(root=ROOT):
+    """{'kernel15', ...}: the stages under `root` that take e4m3 inputs, those whose kernel.cu names
+    FP8_ENTRY with its own number, as the Makefile's STAGE_FP8 decides it (tests/test_plot.sh checks
+    that the two agree)."""
+    fp8 = set()
+    for path in sorted(glob.glob(os.path.join(root, "kernel[0-9][0-9]_*", "kernel.cu"))):
+        kernel = os.path.basename(os.path.dirname(path))[:len("kernelNN")]
+        with open(path, encoding="utf-8") as f:
+            if FP8_ENTRY.format(nn=kernel[len("kernel"):]) in f.read():
+                fp8.add(kernel)
+    return fp8
+
+
+def last_bf16_stage(archs, fp8):
+    """What the stages that take e4m3 are measured against in bf16: the last Hopper stage that does
+    not take it (kernel14 beside kernel15), the bf16 kernel the fp8 stages start from. None when
+    no stage takes e4m3, or no Hopper stage is without it."""
+    bf16 = [k for k in sorted(archs, key=natural_key) if archs[k] == HOPPER_ARCH and k not in fp8]
+    return bf16[-1] if fp8 and bf16 else None
+
+
 class Results:
     """The last row of each (kernel, problem), the display name of each kernel, and the stages in
     drawing order: the mma.sync stages, then the Hopper track (the stages that `stage_root`'s
@@ -301,6 +332,8 @@ class Results:
             if row["gpu"] not in self.gpus:
                 self.gpus.append(row["gpu"])
         self.archs = stage_archs(stage_root)
+        self.fp8 = stage_fp8(stage_root)
+        self.last_bf16 = last_bf16_stage(self.archs, self.fp8)
         stages = {k for k, _ in self.latest if k not in REFERENCE_KERNELS}
         # A stage of the CSV without a directory here (renamed, or from another checkout) cannot say
         # which track it is on; main() warns, and it is drawn with the mma.sync stages.
@@ -356,9 +389,11 @@ class Rounds:
       series    {(kernel, problem): [row of round 1, row of round 2, ...]}
       rounds(kernel, problem)      -> int: how many rounds timed it (0: none)
       medians(kernel, problem)     -> float | None: its median TFLOP/s over the rounds
-      ratio(kernel_a, kernel_b, problem) -> float | None: round_ratio of their TFLOP/s (rounds
-                                      zipped in order, so a kernel skipped in later rounds pairs
-                                      only its first ones)
+      ratio(kernel_a, kernel_b, problem[, problem_b]) -> float | None: round_ratio of their
+                                      TFLOP/s (rounds zipped in order, so a kernel skipped in later
+                                      rounds pairs only its first ones); with problem_b, kernel_b's
+                                      at that problem: a stage in e4m3 over one in bf16 at the same
+                                      shape, timed in the same rounds
 
     The median of the ratios, not the ratio of the medians: a round where the clocks sat in the
     slow group slows both kernels, and only the ratio within the round cancels that."""
@@ -384,8 +419,8 @@ class Rounds:
         values = [v for v in self._tflops(kernel, problem) if v is not None]
         return statistics.median(values) if values else None
 
-    def ratio(self, kernel_a, kernel_b, problem):
-        return round_ratio(self._tflops(kernel_a, problem), self._tflops(kernel_b, problem), self.paired)
+    def ratio(self, kernel_a, kernel_b, problem, problem_b=None):
+        return round_ratio(self._tflops(kernel_a, problem), self._tflops(kernel_b, problem_b or problem), self.paired)
 
     def fewest(self):
         """The fewest rounds any (kernel, problem) of the file was timed in: how many rounds every
@@ -633,7 +668,6 @@ def draw_sweep(results, out_path):
     """TFLOP/s against seqlen. Returns False when the CSV has no sweep point at all."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FixedLocator, NullLocator
 
     kernels = results.stages + list(TIMED)
     # One row of panels per head_dim that has at least one sweep point.
@@ -684,18 +718,7 @@ def draw_sweep(results, out_path):
                 _, color, style = REFERENCE_STYLE[kernel]
                 line = ax.axhline(value, color=color, linestyle=style, linewidth=1.2)
                 reference_handles.setdefault(reference_label(kernel, value, 0, results.mma_stages), line)
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_locator(FixedLocator(SWEEP_SEQLENS))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xticklabels([seqlen_label(s) for s in SWEEP_SEQLENS])
-            ax.set_xlim(SWEEP_SEQLENS[0] / 1.25, SWEEP_SEQLENS[-1] * 1.25)
-            ax.grid(alpha=0.3)
-            ax.set_title(f"head_dim {head_dim}, {'causal' if causal else 'non-causal'}",
-                         fontsize=10)
-            if i == nrows - 1:
-                ax.set_xlabel("seqlen (batch = 65536 / seqlen)")
-            if j == 0:
-                ax.set_ylabel("TFLOP/s (median)")
+            sweep_panel_axes(ax, head_dim, causal, bottom=i == nrows - 1, left=j == 0)
     fig.suptitle(f"{results.gpu_label()}: forward TFLOP/s against seqlen, bf16, "
                  f"heads · head_dim = {SWEEP_WIDTH}, one run (make bench)", fontsize=11)
     # The panels share the y axis; set it once, after every panel is drawn, from all the data.
@@ -725,6 +748,129 @@ def draw_sweep(results, out_path):
     fig.savefig(out_path)
     plt.close(fig)
     return True
+
+
+def sweep_panel_axes(ax, head_dim, causal, bottom, left):
+    """The axes of one sweep panel, as the sweep and the fp8 figures share them: seqlen on a log
+    scale with the sweep's points as ticks, the panel's (head_dim, causal) as its title, the axis
+    labels on the bottom row and the left column."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(SWEEP_SEQLENS))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([seqlen_label(s) for s in SWEEP_SEQLENS])
+    ax.set_xlim(SWEEP_SEQLENS[0] / 1.25, SWEEP_SEQLENS[-1] * 1.25)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"head_dim {head_dim}, {'causal' if causal else 'non-causal'}",
+                 fontsize=10)
+    if bottom:
+        ax.set_xlabel("seqlen (batch = 65536 / seqlen)")
+    if left:
+        ax.set_ylabel("TFLOP/s (median)")
+
+
+# The fp8 figure: the e4m3 lines in their kernel's style; the bf16 lines beside them, there for
+# scale, in the same colours but thinner, dotted and faded, so that the eye reads the e4m3 pair first.
+FP8_SCALE_STYLE = dict(linestyle=(0, (1, 1.5)), linewidth=1.2, alpha=0.6)
+
+
+def fp8_data(results, rounds=None):
+    """What the fp8 figure shows: (lines, source, from_rounds), or None without an e4m3 stage row over
+    the sweep.
+      lines   [(kernel, dtype, label, {(head_dim, causal): [(seqlen, TFLOP/s, failed)]})]: each stage
+              that takes e4m3 and FlashAttention-3 in e4m3, then the last Hopper stage without fp8
+              (results.last_bf16) and FlashAttention-3 in bf16, those that have sweep points;
+      source  the title's words for where the figures come from.
+    From `rounds` (a Rounds) where it holds e4m3 sweep rows of a stage: each kernel's median over the
+    rounds, bf16 and e4m3 having met the same clocks. Otherwise the benchmark CSV's one run (make
+    bench for the stages, make reference for FA3), whose failed checks are marked."""
+    wanted = [(k, FP8_DTYPE) for k in sorted(results.fp8, key=natural_key)] + [("fa3", FP8_DTYPE)]
+    wanted += [(k, "bf16") for k in (results.last_bf16, "fa3") if k]
+
+    def from_rounds(kernel, p):
+        value = rounds.medians(kernel, p)
+        return None if value is None else (value, False)
+
+    def from_run(kernel, p):
+        row = results.row(kernel, p)
+        return (usable_tflops(row), row["check"] == "fail") if row and usable_tflops(row) else None
+
+    def series(value, kernel, dtype):
+        points = {}
+        for p in sweep_problems(dtype):
+            got = value(kernel, p)
+            if got is not None:
+                points.setdefault((p[6], p[7]), []).append((p[4],) + got)
+        return points
+
+    def stage_in(value):
+        return any(series(value, k, FP8_DTYPE) for k in results.fp8)
+
+    if rounds is not None and stage_in(from_rounds):
+        value, n = from_rounds, rounds.fewest()
+        commits = rounds.commits()
+        source = (f"median of {n} alternating round{'s' if n != 1 else ''}"
+                  + (f" at {', '.join(commits)}" if commits else "") + " (make rounds)")
+    elif stage_in(from_run):
+        value, source = from_run, "one run (make bench, make reference)"
+    else:
+        return None
+    lines = []
+    for kernel, dtype in wanted:
+        points = series(value, kernel, dtype)
+        if points:
+            name = REFERENCE_STYLE[kernel][0] if kernel in REFERENCE_STYLE else results.names.get(kernel, kernel)
+            lines.append((kernel, dtype, f"{name}, {dtype}", points))
+    return lines, source, value is from_rounds
+
+
+def draw_fp8(results, out_path, rounds=None):
+    """The sweep in e4m3 beside bf16 (see fp8_data). Returns (source, from_rounds) to print, or None
+    when there is no e4m3 stage row over the sweep to draw."""
+    import matplotlib.pyplot as plt
+
+    data = fp8_data(results, rounds)
+    if data is None:
+        return None
+    lines, source, from_rounds = data
+    styles = stage_styles(results.track_order({k for k, *_ in lines if k not in REFERENCE_STYLE}))
+    fig, axes = plt.subplots(len(SWEEP_HEAD_DIMS), 2, figsize=(FIGSIZE[0], 1.8 + 3.2 * len(SWEEP_HEAD_DIMS)),
+                             dpi=DPI, sharex=True, sharey=True, squeeze=False)
+    handles = {}
+    for i, head_dim in enumerate(SWEEP_HEAD_DIMS):
+        for j, causal in enumerate((0, 1)):
+            ax = axes[i][j]
+            for kernel, dtype, label, points in lines:
+                at = sorted(points.get((head_dim, causal), []))
+                if not at:
+                    continue
+                if kernel in REFERENCE_STYLE:
+                    _, color, style = REFERENCE_STYLE[kernel]
+                    look = dict(linestyle=style, linewidth=1.8, marker="o", markersize=REFERENCE_MARKERSIZE)
+                else:
+                    color, shape = styles[kernel]
+                    look = dict(linestyle="-", linewidth=1.5, marker=shape, markersize=STAGE_MARKERSIZE,
+                                markerfacecolor="none", markeredgewidth=STAGE_MARKEREDGEWIDTH)
+                if dtype != FP8_DTYPE:
+                    look.update(FP8_SCALE_STYLE, markersize=look["markersize"] * 0.7)
+                (line,) = ax.plot([p[0] for p in at], [p[1] for p in at], color=color, **look)
+                handles.setdefault(label, line)
+                draw_failed(ax, [p for p in at if p[2]])
+            if not ax.get_lines():
+                ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="tab:gray")
+            sweep_panel_axes(ax, head_dim, causal, bottom=i == len(SWEEP_HEAD_DIMS) - 1, left=j == 0)
+    fig.suptitle(f"{results.gpu_label()}: forward TFLOP/s against seqlen, q, k, v in e4m3 (bf16 for scale), "
+                 f"heads · head_dim = {SWEEP_WIDTH}\n{source}", fontsize=11)
+    top = max(max(line.get_ydata()) for ax in axes.flat for line in ax.get_lines())
+    axes[0][0].set_ylim(0, top * 1.06)
+    legend_height = 0.5 / fig.get_figheight()  # one row of entries, in figure fractions
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles), fontsize=8,
+               frameon=False, handlelength=LEGEND_HANDLELENGTH, columnspacing=2)
+    fig.tight_layout(rect=(0, legend_height, 1, 1))
+    fig.savefig(out_path)
+    plt.close(fig)
+    return source, from_rounds
 
 
 def draw_failed(ax, points, transform=None):
@@ -779,7 +925,7 @@ def print_summary(csv_path, summary, source):
 
 def main():
     parser = argparse.ArgumentParser(
-        description="Draw <stem>_ladder.png and <stem>_sweep.png from each benchmark CSV.")
+        description="Draw <stem>_ladder.png, <stem>_sweep.png and <stem>_fp8.png from each benchmark CSV.")
     parser.add_argument("csvs", nargs="+", metavar="CSV", help="CSV files (one per GPU)")
     parser.add_argument("--out-dir", metavar="DIR",
                         help="where to write the PNGs (default: beside each CSV)")
@@ -845,18 +991,19 @@ def main():
         if set(rounds_gpus) - set(results.gpus):
             print(f"warning: {rounds[0]} was measured on {', '.join(rounds_gpus)}, "
                   f"{path} on {results.gpu_label()}", file=sys.stderr)
+        ladder_rounds = rounds
         if rounds is not None and not any(problem == HEADLINE and kernel not in REFERENCE_KERNELS
                                           for kernel, problem in rounds[1].series):
             print(f"{path}: {rounds[0]} holds no stage at the headline problem: the ladder is the "
                   f"benchmark CSV's one run")
-            rounds = None
-        drawn = draw_ladder(results, stem + "_ladder.png", rounds[1] if rounds else None)
+            ladder_rounds = None
+        drawn = draw_ladder(results, stem + "_ladder.png", ladder_rounds[1] if ladder_rounds else None)
         if drawn is None:
             print(f"{path}: no stage row at the headline problem (B=16 H=16 S=4096 D=128 bf16 "
                   f"non-causal): no ladder plot")
         else:
             summary, source = drawn
-            print_summary(path, summary, source + (f", {rounds[0]}" if rounds else ""))
+            print_summary(path, summary, source + (f", {ladder_rounds[0]}" if ladder_rounds else ""))
             print(f"wrote {stem}_ladder.png")
             written += 1
         if draw_sweep(results, stem + "_sweep.png"):
@@ -865,6 +1012,13 @@ def main():
         else:
             print(f"{path}: no sweep rows (batch*seqlen = {SWEEP_TOKENS}, "
                   f"heads*head_dim = {SWEEP_WIDTH}, bf16): no sweep plot")
+        fp8 = draw_fp8(results, stem + "_fp8.png", rounds[1] if rounds else None)
+        if fp8 is None:
+            print(f"{path}: no e4m3 row of a stage over the sweep, in the rounds or the CSV: no fp8 plot")
+        else:
+            source, from_rounds = fp8
+            print(f"wrote {stem}_fp8.png ({source}" + (f", {rounds[0]})" if from_rounds else ")"))
+            written += 1
 
     if written == 0:
         print("nothing plotted: the CSVs hold no usable data", file=sys.stderr)

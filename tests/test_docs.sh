@@ -54,6 +54,33 @@ def fails(text, *words, data=None):
         return
     raise AssertionError(f"no error for {text!r}")
 '
+# The e4m3 fixture (tests/fp8_fixture.py): stage 15 takes e4m3, stage 14 is the last Hopper stage
+# without it; its rounds are what harness/rounds.py's "all" set writes for those stages.
+"$PYTHON" tests/fp8_fixture.py "$TMP/fp8"
+FIXTURE_PY="$FIXTURE_PY"'
+import csv, functools, glob, statistics
+import plot
+FP8 = TMP + "/fp8"
+
+def fp8_data(fp8=True):
+    """The e4m3 fixture as results_md reads it; fp8=False: as if no stage took e4m3."""
+    results_md.Results = functools.partial(plot.Results, stage_root=FP8 + "/stages")
+    data = results_md.Data(FP8 + "/fp8_sample.csv")
+    if not fp8:
+        data.results.fp8, data.results.last_bf16 = set(), None
+    return data
+
+def fp8_series(kernel, problem):
+    """TFLOP/s by round of a kernel at a problem, read from the fixture rounds by hand."""
+    return [float(r["tflops"]) for r in csv.DictReader(open(glob.glob(FP8 + "/rounds/*.csv")[0]))
+            if r["kernel"] == kernel and (r["dtype"],) + tuple(int(r[c]) for c in ("batch", "heads_q", "heads_kv",
+            "seqlen_q", "seqlen_k", "head_dim", "causal")) == tuple(problem)]
+
+def pairs_median(ours, theirs):
+    """The median over pairs of rounds of the geometric mean of the two ratios of a pair, computed here."""
+    r = [a / b for a, b in zip(ours, theirs)]
+    return statistics.median((r[i] * r[i + 1]) ** 0.5 for i in range(0, len(r) - 1, 2))
+'
 py_case() {  # py_case NAME < snippet
     local out
     if out=$({ echo "$FIXTURE_PY"; cat; } | "$PYTHON" - "$TMP" 2>&1); then
@@ -297,6 +324,189 @@ assert [p for p, _ in sets] == shape_problems() and len(sets) == 10, sets
 assert all(names[-3:] == ["fa2", "cudnn", "fa3"] and "kernel14" in names for _, names in sets), sets
 assert not any(p in [q for q, _ in rounds.problem_sets("all", stages)] for p in shape_problems())
 assert rounds.problem_label(("bf16", 8, 32, 8, 1024, 8192, 128, 1)) == "B=8 Hq=32 Hkv=8 Sq=1024 Sk=8192 D=128 causal=1"
+PY
+
+# harness/rounds.py's sets with a stage that takes e4m3 (kernel15). "all": each headline problem in
+# bf16 (every stage and reference, as before) followed by the same shape in e4m3 (stage 15 and FA3
+# alone: SDPA takes no e4m3, the other stages refuse it), so that stage 15 in e4m3 and stage 14 in
+# bf16 are timed seconds apart; the bf16 sweep as before with stage 14 added (the bf16 bar of the e4m3
+# figures), then the e4m3 sweep; each point once. Without an fp8 stage the sets are what they were;
+# "fp8" is the e4m3 problems alone, "headline" and "sweep" their halves; "shapes" stays bf16.
+py_case rounds_fp8_sets <<'PY'
+sys.path.insert(0, "harness")
+import rounds
+from contract import FP8_DTYPE, HEADLINE, shape_problems, sweep_problems
+rounds.stage_archs = lambda root: {"kernel08": "sm_80", "kernel13": "sm_90a", "kernel14": "sm_90a", "kernel15": "sm_90a"}
+stages = [(n, f"kernel{n:02d}", f"kernel{n:02d}_x") for n in (8, 13, 14, 15)]
+refs = ["fa2", "cudnn", "fa3"]
+h = [HEADLINE[:-1] + (c,) for c in (0, 1)]
+h8 = [(FP8_DTYPE,) + p[1:] for p in h]
+everything = ["kernel08", "kernel13", "kernel14", "kernel15"] + refs
+old = rounds.problem_sets("all", stages)
+assert old == [(p, everything) for p in h] + [(p, ["kernel08", "kernel15"] + refs) for p in sweep_problems() if p not in h]
+new = rounds.problem_sets("all", stages, (), {"kernel15"})
+fp8 = ["kernel15", "fa3"]
+assert new[:4] == [(h[0], everything), (h8[0], fp8), (h[1], everything), (h8[1], fp8)], new[:4]
+bf16_sweep = [(p, ["kernel14", "kernel08", "kernel15"] + refs) for p in sweep_problems() if p not in h]
+assert new[4:] == bf16_sweep + [(p, fp8) for p in sweep_problems(FP8_DTYPE) if p not in h8], new[4:6]
+assert len(new) == 48 and sum(len(k) for _, k in new) == 2 * 7 + 2 * 2 + 22 * 6 + 22 * 2, len(new)
+assert [(p, [k for k in ks if k != "kernel14" or p in h]) for p, ks in new if p[0] == "bf16"] == old
+assert rounds.problem_sets("fp8", stages, (), {"kernel15"}) == [s for s in new if s[0][0] == FP8_DTYPE]
+assert rounds.problem_sets("headline", stages, (), {"kernel15"}) == new[:4]
+assert rounds.problem_sets("sweep", stages, (), {"kernel15"}) == \
+    [(p, bf16_sweep[0][1]) for p in sweep_problems()] + [(p, fp8) for p in sweep_problems(FP8_DTYPE)]
+also = rounds.problem_sets("sweep", stages, ["kernel13"], {"kernel15"})
+assert also[0][1] == ["kernel13", "kernel14", "kernel08", "kernel15"] + refs, also[0]
+assert rounds.problem_sets("shapes", stages, (), {"kernel15"}) == rounds.problem_sets("shapes", stages)
+assert rounds.table_label(h8[1]) == "e4m3 B=16 H=16 S=4096 D=128 causal=1" and rounds.table_label(h[1])[0] == "B"
+PY
+
+# MEASURED:15, a stage that takes e4m3: today's block as for any stage, then its e4m3 headline row
+# and FA3's (median TFLOP/s, / FA3 e4m3, / stage 14 bf16 at the same shape, each the median over pairs
+# of rounds, computed here from the rows) and its e4m3 sweep against FA3. The fixture's rounds make the
+# median over pairs differ from the ratio of the medians. MEASURED:14 is what it is without e4m3 rows.
+py_case docs_measured_fp8 <<'PY'
+from contract import FP8_DTYPE
+data = fp8_data()
+assert data.results.fp8 == {"kernel15"} and data.results.last_bf16 == "kernel14"
+block = results_md.measured_block(data, "15")
+today = results_md.measured_block(fp8_data(fp8=False), "15")
+assert block.startswith(today + "\n\nStage 15 with q, k and v in e4m3"), block[len(today):len(today) + 80]
+assert results_md.measured_block(data, "14") == results_md.measured_block(fp8_data(fp8=False), "14")
+want = []
+for kernel, name in (("kernel15", "kernel15_fp8"), ("fa3", "FlashAttention-3 (its own kernels, fa3_fwd)")):
+    cells = []
+    for c in (0, 1):
+        p, p16 = results_md.headline(c, FP8_DTYPE), results_md.headline(c)
+        ours = fp8_series(kernel, p)
+        cells += [f"{statistics.median(ours):.1f}", f"{pairs_median(ours, fp8_series('fa3', p)):.2f}x",
+                  f"{pairs_median(ours, fp8_series('kernel14', p16)):.2f}x"]
+    want.append(f"| {name} | " + " | ".join(cells) + " |")
+assert "\n| e4m3 | TFLOP/s | / FA3 e4m3 | / stage 14 bf16 | causal TFLOP/s | / FA3 e4m3 | / stage 14 bf16 |\n" in block
+assert "\n" + "\n".join(want) + "\n" in block, (want, block)
+assert "| kernel15_fp8 | 801.6 | 0.88x | 1.44x |" in want[0], want  # 0.86x and 1.42x as ratios of the medians
+h8 = results_md.headline(0, FP8_DTYPE)
+r = data.rounds[1]
+assert f"{r.medians('kernel15', h8) / r.medians('fa3', h8):.2f}" == "0.86"
+sweep = block.split("Stage 15 over the sweep in e4m3")[1]
+p = results_md.sweep_problem(1024, 64, 1, FP8_DTYPE)
+ours = fp8_series("kernel15", p)
+assert f"| 64 | 1 | TFLOP/s | " in sweep and f" {statistics.median(ours):.1f} |" in sweep, sweep
+assert f" {pairs_median(ours, fp8_series('fa3', p)):.2f}x |" in sweep.split("| 64 | 1 |")[1].splitlines()[1], sweep
+assert "/ cuDNN" not in sweep and "/ FA2" not in sweep
+PY
+
+# The e4m3 figures: a trailing DTYPE puts both kernels in it, FIRST/SECOND each in its own at the same
+# shape; every value as MEASURED:15's table has it, the ranges over the e4m3 sweep computed here. A
+# kernel without e4m3 rows (FA2) is an error that names it, and so is a DTYPE pair where one dtype goes.
+py_case docs_fp8_figures <<'PY'
+from contract import FP8_DTYPE, SWEEP_SEQLENS
+data = fp8_data()
+def fig(what):
+    return render(f"<!-- fig {what} -->x<!-- /fig -->", data).split("-->")[1].split("<!--")[0]
+h8c, h16c = results_md.headline(1, FP8_DTYPE), results_md.headline(1)
+assert fig("ratio kernel15 fa3 headline e4m3") == "0.88x"
+assert fig("ratio kernel15 kernel14 headline/causal e4m3/bf16") == \
+    f"{pairs_median(fp8_series('kernel15', h8c), fp8_series('kernel14', h16c)):.2f}x"
+assert fig("pct kernel15 fa3 headline/causal e4m3") == \
+    f"{100 * pairs_median(fp8_series('kernel15', h8c), fp8_series('fa3', h8c)):.0f} %"
+assert fig("tflops kernel15 e4m3") == f"{statistics.median(fp8_series('kernel15', results_md.headline(0, FP8_DTYPE))):.1f}"
+assert fig("tflops kernel15 headline/causal e4m3") == f"{statistics.median(fp8_series('kernel15', h8c)):.1f}"
+assert fig("tflops kernel14") == f"{statistics.median(fp8_series('kernel14', results_md.headline())):.1f}"
+assert fig("onerun kernel15 sweep/64/1024 e4m3") == f"{data.tflops('kernel15', results_md.sweep_problem(1024, 64, 0, FP8_DTYPE)):.1f}"
+points = [results_md.sweep_problem(s, 128, c, FP8_DTYPE) for c in (0, 1) for s in SWEEP_SEQLENS if s >= 1024]
+ratios = [pairs_median(fp8_series("kernel15", p), fp8_series("kernel14", ("bf16",) + p[1:])) for p in points]
+assert fig("sweepratio kernel15 kernel14 128 all >=1k e4m3/bf16") == f"{min(ratios):.2f}x–{max(ratios):.2f}x"
+ratios = [pairs_median(fp8_series("kernel15", p), fp8_series("fa3", p)) for p in points]
+assert fig("sweepratio kernel15 fa3 128 all >=1k e4m3") == f"{min(ratios):.2f}x–{max(ratios):.2f}x"
+fails("<!-- fig ratio kernel15 fa2 headline e4m3 -->x<!-- /fig -->", "fa2", "make rounds", data=data)
+fails("<!-- fig tflops kernel15 e4m3/bf16 -->x<!-- /fig -->", "e4m3/bf16", "DTYPE", data=data)
+fails("<!-- fig ratio kernel15 fa3 headline e4m3/bf16/bf16 -->x<!-- /fig -->", "e4m3/bf16/bf16", data=data)
+PY
+
+# The README's results: where the rounds timed a stage in e4m3, its e4m3 headline table and the fp8
+# plot after what was there (which does not change); without e4m3 rows nothing of them. REPRO then
+# compares the e4m3 ratios too: a second measurement with stage 15's e4m3 rows 4 % up moves those
+# alone, by 4 %.
+py_case docs_results_fp8 <<'PY'
+import csv as csv_module
+from contract import CSV_COLUMNS
+data = fp8_data()
+block, today = results_md.results_block(data), results_md.results_block(fp8_data(fp8=False))
+table = results_md.fp8_headline_table(data, ["kernel15"])
+assert table in block and "![e4m3 TFLOP/s against seqlen](plots/fp8_sample_fp8.png)" in block
+assert "e4m3" not in today and "_fp8.png" not in today
+assert block.replace("\n\n" + results_md.fp8_headline_intro(data, ["kernel15"]) + "\n\n" + table, "").startswith(
+    today.split("\n\n![stage ladder]")[0] + "\n\n![stage ladder]")
+assert "e4m3" not in results_md.results_block(fixture_data())
+again = TMP + "/fp8_again.csv"
+with open(data.rounds[0]) as f, open(again, "w", newline="") as g:
+    w = csv_module.writer(g)
+    w.writerow(CSV_COLUMNS)
+    for row in csv_module.DictReader(f):
+        if row["kernel"] == "kernel15" and row["dtype"] == "e4m3":
+            row["tflops"] = f"{float(row['tflops']) * 1.04:.2f}"
+        w.writerow([row[c] for c in CSV_COLUMNS])
+data.again = (again, Rounds.from_csv(again))
+out = results_md.repro_block(data)
+assert "| / FA3 e4m3 | headline | 0 | 1 | 4.0 % | kernel15 |" in out, out
+assert "| e4m3 / stage 14 bf16 | headline | 1 | 2 | 4.0 % | kernel15 |" in out, out  # stage 15 and FA3
+assert "| / FA3 | headline | 0 | 4 | 0.0 % |" in out, out
+PY
+
+# The kernel header's Measured: line of a stage that takes e4m3 adds the same shape in e4m3; stage
+# 14's is what it was.
+py_case docs_header_fp8 <<'PY'
+data = fp8_data()
+line15 = " ".join(l[14:].strip() for l in results_md.measured_line(data, "kernel15_fp8").splitlines())
+assert " In e4m3: 801.6 TFLOP/s, 0.88x FA3 e4m3, 1.44x stage 14 bf16; causal " in line15, line15
+assert results_md.measured_line(data, "kernel14_cluster") == results_md.measured_line(fp8_data(fp8=False), "kernel14_cluster")
+PY
+
+# FP8ERR:COMMIT: harness/fp8_error.py's rows as a table, the last row of each kernel and problem:
+# stage 15's and FA3's max abs and rel L2 errors in e4m3 and the ratio of each, stage 14's and FA3's
+# rel L2 in bf16 beside them, and on how many problems stage 15's error is no larger by both measures.
+# A missing file, another file's header and e4m3 rows of two stages are refused, the file named.
+py_case docs_fp8_error_block <<'PY'
+sys.path.insert(0, "harness")
+import fp8_error
+path = TMP + "/fp8_error.csv"
+problems = fp8_error.PROBLEMS[:3]
+rows = []
+def add(kernel, dtype, problem, max_abs, rel):
+    rows.append(dict(zip(fp8_error.COLUMNS, ("FIXTURE GPU", kernel, kernel, dtype, *problem[1:], "0.01", "0.011",
+                                             "0.0095", max_abs, rel, "e4e4e4e", "2026-12-03T12:00:00Z"))))
+for n, p in enumerate(problems):
+    add("kernel15", "e4m3", p, 0.05 if n == 2 else 0.02, 0.030)
+    add("fa3", "e4m3", p, 0.04, 0.031 if n != 1 else 0.029)
+    add("kernel14", "bf16", ("bf16",) + p[1:], 0.004, 0.0031)
+    add("fa3", "bf16", ("bf16",) + p[1:], 0.004, 0.0029)
+add("kernel15", "e4m3", problems[0], 0.01, 0.025)  # a re-run: the last row wins
+fp8_error.write_rows(path, rows)
+assert [r["max_abs_err"] for r in fp8_error.read_rows(path)][:2] == [0.02, 0.04]
+out = results_md.fp8_error_block(fixture_data(), "e4e4e4e", path)
+assert "| shape | causal | max abs: stage 15 | FA3 | stage 15 / FA3 | rel L2: stage 15 | FA3 | stage 15 / FA3 | bf16 rel L2: stage 14 | FA3 |" in out, out
+assert "| B 2 H 8 S 1024 D 128 | 0 | 0.01 | 0.04 | 0.25x | 0.025 | 0.031 | 0.81x | 0.0031 | 0.0029 |" in out, out
+assert "| B 2 H 8 S 1024 D 128 | 1 | 0.02 | 0.04 | 0.50x | 0.03 | 0.029 | 1.03x | 0.0031 | 0.0029 |" in out, out
+assert "| B 2 H 16 S 1024 D 64 | 0 | 0.05 | 0.04 | 1.25x |" in out, out
+assert "no larger than FA3's, by both measures, on 1 of the 3 problems" in out, out
+assert "commit e4e4e4e" in out and "fp8_error.csv" in out
+fails("<!-- FP8ERR:e4e4e4e -->\n<!-- /FP8ERR -->", "plots/fp8_error/plot_sample_e4e4e4e.csv", "make fp8-error")
+assert results_md.GENERATED_REGION.sub("", "<!-- FP8ERR:e4e4e4e -->\n| 0.5x |\n<!-- /FP8ERR -->\n") == "\n"
+with open(TMP + "/not_fp8.csv", "w") as f:
+    f.write("gpu,kernel\n")
+try:
+    results_md.fp8_error_block(fixture_data(), "x", TMP + "/not_fp8.csv")
+    raise SystemExit("another file's header was not refused")
+except results_md.GenError as e:
+    assert "not_fp8.csv:1" in str(e), e
+add("kernel16", "e4m3", problems[0], 0.01, 0.02)
+fp8_error.write_rows(path, rows[-1:])
+try:
+    results_md.fp8_error_block(fixture_data(), "x", path)
+    raise SystemExit("e4m3 rows of two stages were not refused")
+except results_md.GenError as e:
+    assert "kernel15, kernel16" in str(e), e
 PY
 
 # lint_docs skips what the generator writes: a figure in a TUNE:NN block is not "hand-typed".

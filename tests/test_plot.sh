@@ -40,7 +40,7 @@ name=plot_fixture_pngs
 if [ $have_matplotlib = 0 ]; then
     for name in plot_fixture_pngs plot_last_row_wins plot_without_fa2 plot_no_data plot_hopper_track \
                 plot_unknown_stage plot_fa3_drawn plot_without_fa3 plot_e4m3_ignored plot_rounds_ladder \
-                plot_rounds_found; do
+                plot_rounds_found plot_fp8_figure plot_fp8_png; do
         skip $name "matplotlib cannot be imported"
     done
 else
@@ -394,6 +394,83 @@ PY
         why="$why; --rounds with two CSVs: exit code $rc, expected 2"
     fi
     if [ -z "$why" ]; then ok $name; else bad $name "${why#; }"; fi
+
+    # The fp8 figure on tests/fp8_fixture.py's rows (stage 15 takes e4m3, stage 14 is the last Hopper
+    # stage without it). From the rounds: per panel, stage 15 and FA3 in e4m3 in their styles, stage
+    # 14 and FA3 in bf16 faded beside them, each line through the medians over the rounds (computed
+    # here from the rows), the title naming the rounds. From the one run (no rounds): the same lines
+    # through the benchmark CSV's rows. Without a stage that takes e4m3 (plot_sample.csv's tree): none.
+    "$PYTHON" tests/fp8_fixture.py "$TMP/fp8"
+    name=plot_fp8_figure
+    if out=$("$PYTHON" - "$TMP/fp8" "$TMP/fp8png" "$FIXTURES/plot_sample.csv" "$TMP/stages" <<'PY' 2>&1
+import csv, glob, os, statistics, sys
+sys.path.insert(0, os.environ["FIGS_DIR"])
+from figs import lines_of, plot, plt
+fixture, out, sample, sample_stages = sys.argv[1:]
+os.makedirs(out, exist_ok=True)
+rounds_path = glob.glob(fixture + "/rounds/*.csv")[0]
+results = plot.Results(plot.parse_csv(fixture + "/fp8_sample.csv"), fixture + "/stages")
+assert results.fp8 == {"kernel15"} and results.last_bf16 == "kernel14"
+figures = []
+plt.close = figures.append
+def medians(kernel, dtype, d, c):
+    by = {}
+    for r in csv.DictReader(open(rounds_path)):
+        if (r["kernel"], r["dtype"], r["head_dim"], r["causal"]) == (kernel, dtype, str(d), str(c)) \
+                and int(r["batch"]) * int(r["seqlen_q"]) == 65536:
+            by.setdefault(int(r["seqlen_q"]), []).append(float(r["tflops"]))
+    return sorted((s, statistics.median(v)) for s, v in by.items())
+assert plot.draw_fp8(results, out + "/rounds.png", plot.Rounds.from_csv(rounds_path)) == \
+    ("median of 4 alternating rounds at fp8c0de (make rounds)", True)
+fig = figures[-1]
+styles = plot.stage_styles(["kernel14", "kernel15"])
+fa3 = plot.REFERENCE_STYLE["fa3"][1]
+panels = [(d, c) for d in (64, 128) for c in (0, 1)]
+for ax, (d, c) in zip(fig.axes, panels):
+    assert ax.get_title() == f"head_dim {d}, {'causal' if c else 'non-causal'}", ax.get_title()
+    got = {(color, l.get_alpha()): sorted(zip(l.get_xdata(), l.get_ydata()))
+           for color in (styles["kernel15"][0], styles["kernel14"][0], fa3) for l in lines_of(ax, color)}
+    want = {(styles["kernel15"][0], None): medians("kernel15", "e4m3", d, c), (fa3, None): medians("fa3", "e4m3", d, c),
+            (styles["kernel14"][0], 0.6): medians("kernel14", "bf16", d, c), (fa3, 0.6): medians("fa3", "bf16", d, c)}
+    assert got == want, (d, c, got.keys())
+    assert len(want[(fa3, None)]) == 6 and want[(fa3, None)] != want[(fa3, 0.6)]
+legend = [t.get_text() for t in fig.legends[0].get_texts()]
+assert legend == ["kernel15_fp8, e4m3", "FlashAttention-3, e4m3", "kernel14_cluster, bf16", "FlashAttention-3, bf16"], legend
+assert "median of 4 alternating rounds at fp8c0de" in fig.texts[0].get_text(), fig.texts[0].get_text()
+assert plot.draw_fp8(results, out + "/run.png") == ("one run (make bench, make reference)", False)
+one_run = figures[-1]
+bench = {(r["kernel"], r["dtype"], r["head_dim"], r["causal"], r["seqlen_q"]): r["tflops"]
+         for r in plot.parse_csv(fixture + "/fp8_sample.csv") if r["head_dim"]}
+ax = one_run.axes[3]  # head_dim 128, causal
+got = {l.get_alpha(): sorted(zip(l.get_xdata(), l.get_ydata())) for l in lines_of(ax, fa3)}
+assert got == {a: sorted((s, bench[("fa3", dtype, 128, 1, s)]) for s in plot.SWEEP_SEQLENS)
+               for a, dtype in ((None, "e4m3"), (0.6, "bf16"))}, got
+assert [t.get_text() for t in one_run.legends[0].get_texts()] == legend
+assert plot.draw_fp8(plot.Results(plot.parse_csv(sample), sample_stages), out + "/none.png") is None
+PY
+    ); then
+        ok $name
+    else
+        bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+
+    # make plot's plot.py writes <stem>_fp8.png beside the others, from the rounds it finds beside the
+    # CSV, and says so; for plot_sample.csv, with no stage that takes e4m3, it says there is none.
+    name=plot_fp8_png
+    "$PYTHON" plots/plot.py --stages-from "$TMP/fp8/stages" "$TMP/fp8/fp8_sample.csv" --out-dir "$TMP/fp8png2" >"$TMP/out" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] || ! is_png "$TMP/fp8png2/fp8_sample_fp8.png" \
+        || ! grep -q "wrote .*fp8_sample_fp8.png (median of 4 alternating rounds at fp8c0de (make rounds), .*rounds/fp8_sample_fp8c0de.csv)" "$TMP/out"; then
+        bad $name "exit code $rc: $(grep fp8 "$TMP/out" | head -n 2 | tr '\n' ' ')"
+    else
+        run_plot $FIXTURES/plot_sample.csv --out-dir "$TMP/png_nofp8"
+        if [ $rc -ne 0 ] || ! grep -q "no e4m3 row of a stage over the sweep, in the rounds or the CSV: no fp8 plot" "$TMP/out" \
+            || [ -e "$TMP/png_nofp8/plot_sample_fp8.png" ]; then
+            bad $name "plot_sample.csv: exit code $rc, expected 0 and no fp8 plot: $(grep fp8 "$TMP/out" | head -n 1)"
+        else
+            ok $name
+        fi
+    fi
 fi
 
 # --- the README's results table (tools/results_md.py, from the rounds) takes the new stage and the
@@ -458,6 +535,187 @@ else
     else
         ok $name
     fi
+fi
+
+# --- which stages take e4m3: plots/plot.py reads it as the Makefile does ------------------------------
+# The Makefile's rule (STAGE_FP8, into the dispatcher's stage table: make -n prints the table without
+# writing it) and plot.stage_fp8 agree on every stage of this checkout; on a small tree, a stage that
+# names another stage's fp8 entry point does not take e4m3 for it, and the last Hopper stage without
+# fp8 is the bf16 bar (none when no stage takes e4m3).
+name=stage_fp8_rule
+mk=$(make -s -n BUILD="$TMP/mkbuild" "$TMP/mkbuild/gen/stages.h" 2>&1 \
+     | grep -o 'FLASH_STAGE([0-9]*, "[^"]*", "[^"]*", [01])' | sed -E 's/FLASH_STAGE\(([0-9]+), .*, ([01])\)/\1:\2/')
+py=$("$PYTHON" -c 'import sys; sys.path.insert(0, "plots"); from plot import stage_archs, stage_fp8
+fp8 = stage_fp8()
+print("\n".join(f"{k[6:]}:{int(k in fp8)}" for k in stage_archs()))' 2>&1)
+for dir in kernel13_overlap kernel14_cluster kernel15_fp8; do
+    mkdir -p "$TMP/fp8tree/$dir"
+    printf '/*\n * Needs:     sm_90a: fixture.\n */\n' >"$TMP/fp8tree/$dir/kernel.cu"
+done
+printf '/* stage 15 adds flash_forward_fp8_kernel15 */\n' >>"$TMP/fp8tree/kernel14_cluster/kernel.cu"
+printf 'int flash_forward_fp8_kernel15(void);\n' >>"$TMP/fp8tree/kernel15_fp8/kernel.cu"
+tree=$("$PYTHON" - "$TMP/fp8tree" <<'PY' 2>&1
+import sys
+sys.path.insert(0, "plots")
+from plot import last_bf16_stage, stage_archs, stage_fp8
+archs, fp8 = stage_archs(sys.argv[1]), stage_fp8(sys.argv[1])
+assert fp8 == {"kernel15"}, fp8
+assert last_bf16_stage(archs, fp8) == "kernel14" and last_bf16_stage(archs, set()) is None
+PY
+)
+if [ -z "$mk" ] || [ "$mk" != "$py" ]; then
+    bad $name "make: $(echo $mk) / plot.py: $(echo $py)"
+elif [ -n "$tree" ]; then
+    bad $name "$(echo "$tree" | tail -n 2 | tr '\n' ' ')"
+else
+    ok "$name: the Makefile and plots/plot.py agree on the $(echo "$mk" | grep -c ':1$') of $(echo "$mk" | wc -l) stages that take e4m3"
+fi
+
+# --- harness/rounds.py and reference.py in e4m3, on stand-ins for PyTorch, the library and FA3 -------
+# StageCall: e4m3 inputs go to flash_forward_fp8 as FLASH_E4M3 with the inputs' descales (1 for the
+# timed ones), O in bf16; bf16 ones to flash_forward as before. agreement_reference: in bf16 FA2's output
+# (FA3's where FA2 sits the problem out), in e4m3 FA3's, or FA2's on the values widened to bf16 where
+# FA3 is missing, each with its tolerance. SDPA's backends sit e4m3 out (None); FA3 gets its descale
+# tensors of [batch, heads_kv], each filled with its tensor's factor.
+name=rounds_reference_e4m3
+if out=$("$PYTHON" - <<'PY' 2>&1
+import contextlib, sys, types
+sys.path.insert(0, "harness")
+import libflash, reference as ref, rounds
+
+class Tensor:
+    def __init__(self, shape, dtype, fill=None):
+        self.shape, self.dtype, self.fill = tuple(shape), dtype, fill
+    def data_ptr(self):
+        return 0x1000
+    def transpose(self, *_):
+        return self
+    def repeat_interleave(self, *_, **__):
+        return self
+class FakeTorch:
+    bfloat16, float32, float8_e4m3fn = "bf16", "f32", "e4m3"
+    cuda = types.SimpleNamespace(current_stream=lambda: types.SimpleNamespace(cuda_stream=0))
+    @staticmethod
+    def empty_like(t, dtype=None):
+        return Tensor(t.shape, dtype or t.dtype)
+    @staticmethod
+    def empty(shape, dtype, device):
+        return Tensor(shape, dtype)
+    @staticmethod
+    def full(shape, fill, dtype, device):
+        return Tensor(shape, dtype, fill)
+    inference_mode = staticmethod(contextlib.nullcontext)
+
+def inputs(dtype, descale=(1.0, 1.0, 1.0)):
+    x = ref.Inputs.__new__(ref.Inputs)
+    x.torch, x.dtype, x.batch, x.heads, x.heads_kv, x.seqlen, x.seqlen_k, x.head_dim, x.causal = \
+        FakeTorch, dtype, 2, 8, 2, 300, 1000, 128, 1
+    x.q = Tensor((2, 300, 8, 128), dtype)
+    x.k = x.v = Tensor((2, 1000, 2, 128), dtype)
+    x.descale = descale
+    return x
+
+calls = []
+class Lib:
+    def flash_forward(self, n, p, stream):
+        calls.append(("flash_forward", n, p._obj.dtype, None))
+        return libflash.FLASH_OK
+    def flash_forward_fp8(self, n, p, d, stream):
+        calls.append(("flash_forward_fp8", n, p._obj.dtype, (d._obj.q, d._obj.k, d._obj.v)))
+        return libflash.FLASH_OK
+stage = rounds.StageCall(FakeTorch, Lib(), 15)
+o = stage.make_call(inputs("e4m3", (0.5, 0.25, 2.0)))()
+assert o.dtype == "bf16" and o.shape == (2, 300, 8, 128), (o.dtype, o.shape)
+assert calls[-1] == ("flash_forward_fp8", 15, libflash.FLASH_E4M3, (0.5, 0.25, 2.0)), calls
+assert stage.make_call(inputs("bf16"))().dtype == "bf16"
+assert calls[-1] == ("flash_forward", 15, libflash.FLASH_BF16, None), calls
+
+# Reference kernels whose make_call says who can run what (None: not this problem), as Kernels' do.
+def maker(kernel, takes):
+    return (kernel, lambda x: (lambda: (kernel, x.dtype)) if x.dtype in takes else None)
+kernels = types.SimpleNamespace(available={"fa2": maker("fa2", {"bf16"}), "fa3": maker("fa3", {"bf16", "e4m3"})})
+x8 = inputs("e4m3")
+x8.as_bf16 = lambda: inputs("bf16")
+assert rounds.agreement_reference(kernels, inputs("bf16")) == ("fa2", ("fa2", "bf16"), ref.AGREEMENT_TOL)
+assert rounds.agreement_reference(kernels, x8) == ("fa3", ("fa3", "e4m3"), ref.AGREEMENT_TOL_FP8)
+del kernels.available["fa3"]
+assert rounds.agreement_reference(kernels, x8) == ("fa2", ("fa2", "bf16"), ref.AGREEMENT_TOL_FP8)
+kernels.available = {}
+assert rounds.agreement_reference(kernels, x8) == (None, None, None)
+
+k = ref.Kernels.__new__(ref.Kernels)
+k.torch = FakeTorch
+sdpa = k._sdpa(lambda q, kk, v, is_causal: Tensor(q.shape, q.dtype), lambda backend: None, "FLASH")
+def square(dtype):  # a problem SDPA's mask can run (seqlen_q == seqlen_k)
+    x = inputs(dtype)
+    x.seqlen_k = x.seqlen
+    return x
+assert sdpa(square("e4m3")) is None and sdpa(square("bf16")) is not None and sdpa(inputs("bf16")) is None
+seen = {}
+fa3 = k._fa3(lambda q, kk, v, causal, **extra: seen.update(extra) or Tensor(q.shape, "bf16"))
+fa3(inputs("e4m3", (0.5, 0.25, 2.0)))()
+assert {n: (t.shape, t.dtype, t.fill) for n, t in seen.items()} == \
+    {"q_descale": ((2, 2), "f32", 0.5), "k_descale": ((2, 2), "f32", 0.25), "v_descale": ((2, 2), "f32", 2.0)}, seen
+seen.clear()
+fa3(inputs("bf16"))()
+assert seen == {}, seen
+PY
+); then
+    ok $name
+else
+    bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+fi
+
+# --- harness/fp8_error.py without a GPU -------------------------------------------------------------
+# Its problems cover what its docstring says (head_dim 64 and 128, causal and not, a tail,
+# grouped-query attention, seqlen_q != seqlen_k both ways); its rows go through write_rows and back
+# through read_rows typed, the last row of a kernel and problem winning in comparison; a file of other
+# columns is refused; without PyTorch the script exits 2 and says why.
+name=fp8_error_offline
+if out=$("$PYTHON" - "$TMP" <<'PY' 2>&1
+import sys
+sys.path.insert(0, "harness")
+import fp8_error
+from contract import FP8_DTYPE
+P = fp8_error.PROBLEMS
+assert all(p[0] == FP8_DTYPE and p[2] % p[3] == 0 for p in P), P
+assert {p[6] for p in P} == {64, 128} and {p[7] for p in P} == {0, 1}
+assert any(p[4] % 128 for p in P) and any(p[2] != p[3] for p in P)
+assert any(p[4] < p[5] for p in P) and any(p[4] > p[5] for p in P)
+assert max(p[1] * p[2] * p[4] * p[5] for p in P) * 8 <= 4 << 30, "a float64 score matrix past 4 GiB"
+path = sys.argv[1] + "/fp8_error_rows.csv"
+def row(kernel, max_abs, problem=P[0]):
+    return dict(zip(fp8_error.COLUMNS, ("GPU", kernel, kernel, problem[0], *problem[1:], "0.01", "0.01", "0.01",
+                                        max_abs, "0.03", "abc", "2026-12-03T12:00:00Z")))
+fp8_error.write_rows(path, [row("kernel15", "0.02"), row("fa3", "0.03")])
+fp8_error.write_rows(path, [row("kernel15", "0.04")])
+rows = fp8_error.read_rows(path)
+assert len(rows) == 3 and rows[0]["batch"] == P[0][1] and rows[0]["max_abs_err"] == 0.02, rows[0]
+(problem, by_kernel), = fp8_error.comparison(rows)
+assert problem == P[0] and by_kernel["kernel15"]["max_abs_err"] == 0.04, by_kernel
+assert not fp8_error.no_larger(by_kernel["kernel15"], by_kernel["fa3"])
+assert fp8_error.no_larger(rows[0], rows[1]) and fp8_error.comparison(rows, "bf16") == []
+open(path, "a").write("GPU,only,three\n")
+try:
+    fp8_error.read_rows(path)
+    raise SystemExit("a short row was read")
+except ValueError as e:
+    assert "fp8_error_rows.csv:5" in str(e), e
+PY
+); then
+    if "$PYTHON" -c "import torch" 2>/dev/null; then
+        skip $name "PyTorch is importable here: the run without it is not tried"
+    else
+        "$PYTHON" harness/fp8_error.py --lib "$FIXTURES/plot_sample.csv" --csv "$TMP/fp8err.csv" >"$TMP/out" 2>&1
+        rc=$?
+        if [ $rc -eq 2 ] && grep -q "PyTorch is not available" "$TMP/out" && [ ! -e "$TMP/fp8err.csv" ]; then
+            ok $name
+        else
+            bad $name "without PyTorch: exit code $rc, expected 2 and a message: $(head -n 1 "$TMP/out")"
+        fi
+    fi
+else
+    bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
 fi
 
 # --- styles: stable per stage, distinct, and each ceiling says what it bounds ---------------------

@@ -6,6 +6,7 @@
 #   for that reason ([symbol]), never as "did not build";
 #   make sass and make diff work from the sources alone;
 #   make ab asks for a stage and a GPU, and refuses bad variant names and missing source files;
+#   make fp8-error writes its rows where tools/results_md.py reads them;
 #   tools/ncu_metrics.sh refuses a problem it does not know.
 set -u
 cd "$(dirname "$0")/.."
@@ -101,6 +102,21 @@ for pr in sweep/96/1024 sweep/128/1000 headline/bogus; do
         bad "ncu_metrics refuses NCU_PROBLEM=$pr" "exit $rc: $(head -c 200 "$T/ncu.out")"
     fi
 done
+
+# make fp8-error writes its rows where the FP8ERR block of tools/results_md.py reads them (dry run: no
+# build, no GPU; without build/allstages the GPU's slug is "unknown").
+make -s -n fp8-error BUILD="$T/nobuild" COMMIT=abc1234 >"$T/fp8err.out" 2>&1
+want=$("$PYTHON" -c 'import os, sys; sys.path.insert(0, "tools"); import results_md
+data = results_md.Data.__new__(results_md.Data); data.slug = "unknown"
+try:
+    results_md.fp8_error_block(data, "abc1234")
+except results_md.GenError as e:
+    print(str(e).split()[1].rstrip(":"))' 2>&1)
+if [ "$want" = "plots/fp8_error/unknown_abc1234.csv" ] && tr '\n' ' ' <"$T/fp8err.out" | grep -q "harness/fp8_error.py .*--csv $want"; then
+    ok "make fp8-error writes $want, which the FP8ERR block reads"
+else
+    bad "make fp8-error writes where the FP8ERR block reads" "block reads '$want'; make: $(grep fp8_error "$T/fp8err.out" | head -c 200)"
+fi
 
 for k in 01 99 x; do
     make -s grade K="$k" SRC=kernel05_swizzle/kernel.cu >"$T/grade_$k.out" 2>&1

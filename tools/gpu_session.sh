@@ -13,8 +13,9 @@
 #   peak       ./run --peak into the CSV
 #   reference  FA2, cuDNN and (where it imports) FA3 through PyTorch into the CSV (headline + sweep)
 #   rounds     make rounds: every stage and reference at the headline, the last stage of each track and
-#              the references over the sweep, in ROUNDS alternating rounds (default 4), into
-#              plots/rounds/<gpu>_<commit>.csv: the rows every ratio of README and docs comes from
+#              the references over the sweep, and the same in e4m3 for the stages that take it and FA3,
+#              in ROUNDS alternating rounds (default 4), into plots/rounds/<gpu>_<commit>.csv: the rows
+#              every ratio of README and docs comes from
 #   again      the same into plots/rounds/<gpu>_<commit>_again.csv: a second measurement of the same
 #              commit, which the reproducibility table of docs/measuring.md compares with the first
 #   bench      make bench into the CSV
@@ -25,6 +26,8 @@
 #              conditions, minutes apart at most, where one benchmark run puts them further apart
 #   shapes     make rounds-shapes: the sweep's kernels on the shapes off the sweep (contract.py's
 #              SHAPES_BASE), ROUNDS alternating rounds, into plots/shapes/<gpu>_<commit>.csv
+#   fp8err     make fp8-error: the e4m3 error of the last stage that takes fp8 inputs and of FA3
+#              against float64, on the same inputs, into plots/fp8_error/<gpu>_<commit>.csv
 #   ab         make ab K=$AB_STAGE AB="$AB": builds of one stage against its base, their sweeps in
 #              turn, into plots/ab/<gpu>_NN_<commit>/ (tools/ab.sh)
 #   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails wrong ones
@@ -83,6 +86,7 @@ for s in "$@"; do
     rounds)    step rounds 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ;;
     again)     step again 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ROUNDS_TAG=_again ;;
     shapes)    step shapes 540 $MAKE rounds-shapes ROUNDS="${ROUNDS:-4}" ;;
+    fp8err)    step fp8err 180 $MAKE fp8-error; grep -E '^(B=|note|error)' "$LOG" | tail -n 40 ;;
     bench)     step bench 540 $MAKE bench ;;
     tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune K="${TUNE_K:-08}" ;;
     repeat)    mkdir -p plots/repeats; step repeat 540 bash -c 'repeat_sweeps "$@"' _ ${REPEAT:-10 09} ;;

@@ -13,6 +13,8 @@ they did not produce:
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
   plots/repeats/*.csv       two kernels' sweeps timed alternately       (tools/gpu_session.sh repeat)
   plots/ab/<gpu>_NN_<commit>/  builds of stage NN timed alternately     (make ab, tools/ab.sh)
+  plots/fp8_error/<gpu>_<commit>.csv  make fp8-error                    (the e4m3 error of the last fp8
+                            stage and of FA3 against float64: harness/fp8_error.py)
 
 What it fills, between markers that the text keeps:
 
@@ -20,13 +22,17 @@ What it fills, between markers that the text keeps:
                                                 last stage of each track, and the two plots
   <!-- REPRO[:COMMIT] --> ... <!-- /REPRO -->   the README's ratios from two measurements of one commit
   <!-- STAGES --> ... <!-- /STAGES -->          the stage table, from the kernelNN_name directories
-  <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN over the sweep
+  <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN over the sweep; for a stage
+                                                that takes e4m3 inputs, also in e4m3 at the headline
+                                                (against FA3 in e4m3 and the last Hopper stage
+                                                without fp8 in bf16) and over the sweep
   <!-- PEAK --> ... <!-- /PEAK -->              the mma.sync ceiling and what reaches how much of it
   <!-- TUNE:NN --> ... <!-- /TUNE -->           the make tune table of stage NN
   <!-- REPEATS:A,B --> ... <!-- /REPEATS -->    the alternating repeat of A against B (08,fa2; 10,09; 13,cudnn)
   <!-- AB:NN,COMMIT --> ... <!-- /AB -->        builds of stage NN against its base build, timed alternately
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- SHAPES:NN,COMMIT --> ... <!-- /SHAPES -->  stage NN on the shapes off the sweep (make rounds-shapes)
+  <!-- FP8ERR:COMMIT --> ... <!-- /FP8ERR -->  the e4m3 error of the last fp8 stage and of FA3 (make fp8-error)
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
 
@@ -46,16 +52,18 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "plots"))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from contract import (HEADLINE, MMA_PEAK, SWEEP_HEAD_DIMS, SWEEP_SEQLENS, WGMMA_PEAK, seqlen_label,  # noqa: E402
-                      shape_problems, sweep_problem)
+from contract import (BENCH_DTYPES, FP8_DTYPE, HEADLINE, MMA_PEAK, SWEEP_HEAD_DIMS, SWEEP_SEQLENS,  # noqa: E402
+                      WGMMA_PEAK, seqlen_label, shape_problems, sweep_problem)
 from plot import HOPPER_TRACK_LABEL, CsvError, Results, Rounds, find_rounds, parse_csv, usable_tflops  # noqa: E402
+import fp8_error  # noqa: E402
 
 
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+|SHAPES:\d\d,\w+) -->.*?"
-    r"<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES) -->|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
+    r"<!-- (RESULTS|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+|SHAPES:\d\d,\w+"
+    r"|FP8ERR:\w+) -->.*?<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES|FP8ERR) -->"
+    r"|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
 class GenError(Exception):
@@ -65,18 +73,19 @@ class GenError(Exception):
 # ------------------------------------------------------------------------------------------------
 # Data
 
-def headline(causal=0):
-    return HEADLINE[:-1] + (causal,)
+def headline(causal=0, dtype=HEADLINE[0]):
+    return (dtype,) + HEADLINE[1:-1] + (causal,)
 
 
-def problem_arg(text):
-    """'headline', 'headline/causal', 'sweep/D/S' or 'sweep/D/S/causal' -> a problem tuple."""
+def problem_arg(text, dtype=HEADLINE[0]):
+    """'headline', 'headline/causal', 'sweep/D/S' or 'sweep/D/S/causal' -> a problem tuple, in
+    `dtype` (bf16, or e4m3: the same shape with q, k and v in e4m3)."""
     parts = text.split("/")
     causal = 1 if parts[-1] == "causal" else 0
     if parts[0] == "headline":
-        return headline(causal)
+        return headline(causal, dtype)
     if parts[0] == "sweep" and len(parts) >= 3:
-        return sweep_problem(int(parts[2]), int(parts[1]), causal)
+        return sweep_problem(int(parts[2]), int(parts[1]), causal, dtype)
     raise GenError(f"unknown problem '{text}'")
 
 
@@ -168,12 +177,13 @@ class Data:
                            f"the last stage of each track and the references)")
         return value
 
-    def ratio(self, a, b, problem, which=None):
-        """a's TFLOP/s over b's within a round, the median over the pairs of rounds (plot.round_ratio)."""
+    def ratio(self, a, b, problem, which=None, problem_b=None):
+        """a's TFLOP/s over b's within a round, the median over the pairs of rounds (plot.round_ratio);
+        with problem_b, b's at that problem (an e4m3 stage over a bf16 one at the same shape)."""
         path, rounds = which or self._rounds()
-        for k in (a, b):
-            self.median(k, problem, which)
-        return rounds.ratio(a, b, problem)
+        self.median(a, problem, which)
+        self.median(b, problem_b or problem, which)
+        return rounds.ratio(a, b, problem, problem_b)
 
     def ncu_value(self, kernel, metric, problem="headline"):
         """The newest row of KERNEL's counter, or with KERNEL@COMMIT the newest of that commit's."""
@@ -313,15 +323,20 @@ def track_last_stages(data, which=None):
     return out
 
 
-def sweep_rounds_table(data, stage, hopper):
-    """The last stage of a track over the sweep, from the rounds: its median TFLOP/s, and the median
-    per-round ratio to each of its track's references, per (head_dim, causal, seqlen)."""
-    refs = [(k, label) for k, label in REFERENCES if k in TRACK_REFERENCES[hopper]]
+def track_references(hopper):
+    """[(reference, label)] that the last stage of a track is measured against over the sweep."""
+    return [(k, label) for k, label in REFERENCES if k in TRACK_REFERENCES[hopper]]
+
+
+def sweep_rounds_table(data, stage, refs, dtype=HEADLINE[0]):
+    """A stage over the sweep in `dtype`, from the rounds: its median TFLOP/s, and the median
+    per-round ratio to each of `refs` ([(reference, label)], at the same problems), per (head_dim,
+    causal, seqlen)."""
     lines = ["| head_dim | causal | | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
              "|---|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
     for d in SWEEP_HEAD_DIMS:
         for c in (0, 1):
-            points = [sweep_problem(s, d, c) for s in SWEEP_SEQLENS]
+            points = [sweep_problem(s, d, c, dtype) for s in SWEEP_SEQLENS]
             lines.append(f"| {d} | {c} | TFLOP/s | " + " | ".join(fmt(data.median(stage, p)) for p in points) + " |")
             for k, label in refs:
                 lines.append(f"| | | / {label} | " + " | ".join(xr(data.ratio(stage, k, p)) for p in points) + " |")
@@ -329,32 +344,102 @@ def sweep_rounds_table(data, stage, hopper):
 
 
 def sweep_intro(data, stage, hopper):
-    refs = " and ".join(label for k, label in REFERENCES if k in TRACK_REFERENCES[hopper])
+    refs = " and ".join(label for _, label in track_references(hopper))
     return (f"Stage {stage_number(stage)} over the sweep (B·S = 65536, H·D = 2048, bf16) against {refs}, in the same "
             f"rounds: TFLOP/s (median), then the ratios (median over the pairs of rounds):")
 
 
-def sweep_onerun_table(data, stage):
+def sweep_onerun_table(data, stage, dtype=HEADLINE[0]):
     """A stage the rounds did not sweep: its TFLOP/s over the sweep in the one benchmark run, and no
     ratio (between two kernels of one run a ratio moves with the clocks: docs/measuring.md)."""
     lines = ["| head_dim | causal | " + " | ".join(seqlen_label(s) for s in SWEEP_SEQLENS) + " |",
              "|---|---|" + "---:|" * len(SWEEP_SEQLENS)]
     for d in SWEEP_HEAD_DIMS:
         for c in (0, 1):
-            lines.append(f"| {d} | {c} | " + " | ".join(fmt(data.tflops(stage, sweep_problem(s, d, c))) for s in SWEEP_SEQLENS) + " |")
+            lines.append(f"| {d} | {c} | " + " | ".join(fmt(data.tflops(stage, sweep_problem(s, d, c, dtype)))
+                                                      for s in SWEEP_SEQLENS) + " |")
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------------------
+# e4m3: the stages that take fp8 inputs (plot.stage_fp8), timed by make rounds at the headline and
+# over the sweep with q, k and v in e4m3 beside FlashAttention-3's fp8 forward, the one reference
+# that takes them; and set against the last Hopper stage without fp8 in bf16 (plot.last_bf16_stage),
+# timed in the same rounds at the same shape.
+
+def fp8_bar(data):
+    """The bf16 stage the e4m3 stages are set against (kernel14 beside kernel15)."""
+    bar = data.results.last_bf16
+    if bar is None:
+        raise GenError("no Hopper stage without fp8 to set the e4m3 stages against")
+    return bar
+
+
+def fp8_headline_table(data, stages):
+    """`stages` (those that take e4m3) and FA3 with e4m3 inputs at the headline problem, non-causal
+    and causal, from the rounds: the median TFLOP/s, the median per-round ratio to FA3 in e4m3, and
+    to the last Hopper stage without fp8 in bf16 at the same shape."""
+    bar = fp8_bar(data)
+    refs = ["fa3"] if data.has_rounds("fa3", headline(0, FP8_DTYPE)) else []
+    half = "TFLOP/s | " + "".join("/ FA3 e4m3 | " for _ in refs) + f"/ stage {stage_number(bar)} bf16"
+    lines = [f"| e4m3 | {half} | causal {half} |", "|---|" + "---:|" * (2 * (len(refs) + 2))]
+    for kernel in stages + refs:
+        cells = []
+        for c in (0, 1):
+            p = headline(c, FP8_DTYPE)
+            cells.append(fmt(data.median(kernel, p)))
+            cells += [xr(data.ratio(kernel, k, p)) for k in refs]
+            cells.append(xr(data.ratio(kernel, bar, p, problem_b=headline(c))))
+        name = REFERENCE_NAMES.get(kernel) or data.results.names.get(kernel, kernel)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fp8_headline_intro(data, stages):
+    bar = fp8_bar(data)
+    numbers = " and ".join(stage_number(k) for k in stages)
+    return (f"Stage{'s' if len(stages) > 1 else ''} {numbers} with q, k and v in e4m3 (descales of 1, O in bf16) "
+            f"at the headline problem, in the same rounds: TFLOP/s (median), and the ratios (median over the pairs "
+            f"of rounds) to FlashAttention-3's fp8 forward on the same inputs and to stage {stage_number(bar)}, the "
+            f"last Hopper stage without fp8, in bf16 at the same shape:")
+
+
+def fp8_stages_in_rounds(data, which=None):
+    """The stages that take e4m3 and that the rounds (`which`: one measurement, by default
+    data.rounds) timed in e4m3 at the headline, non-causal and causal."""
+    return [k for k in data.results.stages if k in data.results.fp8
+            and all(data.has_rounds(k, headline(c, FP8_DTYPE), which) for c in (0, 1))]
+
+
+def fp8_sweep_block(data, stage):
+    """A stage that takes e4m3 over the sweep in e4m3: against FA3 in e4m3 from the rounds, which
+    sweep the last such stage; else its TFLOP/s in the one benchmark run, without a ratio."""
+    nn = stage_number(stage)
+    if all(data.has_rounds(stage, p) for p in sweep_points("all", "all", (), FP8_DTYPE)):
+        return (f"Stage {nn} over the sweep in e4m3 (B·S = 65536, H·D = 2048, q, k and v in e4m3), against "
+                f"FA3 in e4m3, in the same rounds: TFLOP/s (median), then the ratio (median over the pairs of "
+                f"rounds):\n\n" + sweep_rounds_table(data, stage, [("fa3", "FA3")], FP8_DTYPE))
+    return (f"Stage {nn} over the sweep in e4m3 in the one benchmark run (`make bench`), TFLOP/s; the rounds did "
+            f"not sweep this stage in e4m3, so no ratio is given here:\n\n" + sweep_onerun_table(data, stage, FP8_DTYPE))
+
+
 def results_block(data):
-    """README: the ladder, the sweep of the last stage of each track, and the two plots."""
+    """README: the ladder, the sweep of the last stage of each track, the two plots; and where the
+    rounds timed a stage in e4m3, its headline in e4m3 and the fp8 plot."""
     parts = [ladder_intro(data), ladder_table(data)]
     for stage, hopper in track_last_stages(data):
-        parts += [sweep_intro(data, stage, hopper), sweep_rounds_table(data, stage, hopper)]
+        parts += [sweep_intro(data, stage, hopper), sweep_rounds_table(data, stage, track_references(hopper))]
+    fp8 = fp8_stages_in_rounds(data)
+    if fp8:
+        parts += [fp8_headline_intro(data, fp8), fp8_headline_table(data, fp8)]
     png = f"plots/{data.slug}"
     parts += [f"![stage ladder]({png}_ladder.png)",
               "The ladder plot draws the rounds' medians; the sweep plot below is the one benchmark run "
               "(`make bench`, `make reference`), so its lines carry that run's clocks.",
               f"![TFLOP/s against seqlen]({png}_sweep.png)"]
+    if fp8:
+        parts += ["The fp8 plot draws the e4m3 lines from the rounds' medians, with the bf16 ones beside them for scale.",
+                  f"![e4m3 TFLOP/s against seqlen]({png}_fp8.png)"]
     return "\n\n".join(parts)
 
 
@@ -369,9 +454,15 @@ def measured_block(data, nn):
     # The rounds sweep the last stage of each track, and any stage `make rounds ROUNDS_ALSO=...` named.
     if all(data.has_rounds(stage, p) for p in sweep_points("all", "all", ())):
         hopper = stage in data.results.hopper
-        return ladder + "\n\n" + sweep_intro(data, stage, hopper) + "\n\n" + sweep_rounds_table(data, stage, hopper)
-    return (ladder + f"\n\nStage {nn} over the sweep in the one benchmark run (`make bench`), TFLOP/s; the rounds did not "
-            f"sweep this stage, so no ratio is given here:\n\n" + sweep_onerun_table(data, stage))
+        block = (ladder + "\n\n" + sweep_intro(data, stage, hopper) + "\n\n"
+                 + sweep_rounds_table(data, stage, track_references(hopper)))
+    else:
+        block = (ladder + f"\n\nStage {nn} over the sweep in the one benchmark run (`make bench`), TFLOP/s; the rounds "
+                 f"did not sweep this stage, so no ratio is given here:\n\n" + sweep_onerun_table(data, stage))
+    if stage in data.results.fp8:
+        block += ("\n\n" + fp8_headline_intro(data, [stage]) + "\n\n" + fp8_headline_table(data, [stage])
+                  + "\n\n" + fp8_sweep_block(data, stage))
+    return block
 
 
 def readme_ratios(data, which):
@@ -387,6 +478,17 @@ def readme_ratios(data, which):
                 out[(stage, f"/ {label}", c, "headline")] = data.ratio(stage, k, headline(c), which)
             if n > 0:
                 out[(stage, "vs previous", c, "headline")] = data.ratio(stage, stages[n - 1], headline(c), which)
+    fp8 = fp8_stages_in_rounds(data, which)
+    if fp8:
+        bar = fp8_bar(data)
+        for stage in fp8 + ["fa3"]:
+            for c in (0, 1):
+                p = headline(c, FP8_DTYPE)
+                if stage != "fa3" and data.has_rounds("fa3", p, which):
+                    out[(stage, "/ FA3 e4m3", c, "headline")] = data.ratio(stage, "fa3", p, which)
+                if data.has_rounds(stage, p, which):
+                    out[(stage, f"e4m3 / stage {stage_number(bar)} bf16", c, "headline")] = \
+                        data.ratio(stage, bar, p, which, problem_b=headline(c))
     for stage, hopper in track_last_stages(data, which):
         for k, label in REFERENCES:
             if k not in TRACK_REFERENCES[hopper]:
@@ -633,6 +735,14 @@ def ab_block(data, nn, commit, directory=None):
             f"\n\n" + "\n".join(lines))
 
 
+def shape_label(problem):
+    """'B 8 H 32/8 S 4096 D 128': a problem's shape, H q/kv and S q/k where they differ."""
+    _, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, _ = problem
+    heads = f"H {heads_q}" if heads_q == heads_kv else f"H {heads_q}/{heads_kv}"
+    seqlen = f"S {seqlen_q}" if seqlen_q == seqlen_k else f"S {seqlen_q}/{seqlen_k}"
+    return f"B {batch} {heads} {seqlen} D {head_dim}"
+
+
 def shapes_rounds(data, commit, path=None):
     """The rounds of make rounds-shapes at COMMIT (plots/shapes/<gpu>_<commit>.csv, or `path`), and
     where they are."""
@@ -655,16 +765,65 @@ def shapes_block(data, nn, commit, path=None):
     lines = ["| shape | causal | TFLOP/s | " + " | ".join(f"/ {n}" for n in names) + " |",
              "|---|---|---:|" + "---:|" * len(kernels)]
     for p in shape_problems():
-        _, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal = p
         if not rounds.rounds(stage, p):
             raise GenError(f"{where} has no {stage} row at {p}")
-        heads = f"H {heads_q}" if heads_q == heads_kv else f"H {heads_q}/{heads_kv}"
-        seqlen = f"S {seqlen_q}" if seqlen_q == seqlen_k else f"S {seqlen_q}/{seqlen_k}"
         cells = [xr(rounds.ratio(stage, k, p)) if rounds.rounds(k, p) else "-" for k in kernels]
-        lines.append(f"| B {batch} {heads} {seqlen} D {head_dim} | {causal} | {fmt(rounds.medians(stage, p))} | "
-                     + " | ".join(cells) + " |")
+        lines.append(f"| {shape_label(p)} | {p[-1]} | {fmt(rounds.medians(stage, p))} | " + " | ".join(cells) + " |")
     return (f"{rounds.fewest()} rounds, commit {', '.join(rounds.commits())} (rows in `{where}`); H q/kv and "
             f"S q/k where they differ; each ratio is the median over the pairs of rounds:\n\n" + "\n".join(lines))
+
+
+def fp8_error_block(data, commit, path=None):
+    """FP8ERR:COMMIT: harness/fp8_error.py's rows at COMMIT (plots/fp8_error/<gpu>_<commit>.csv, or
+    `path`): per problem the e4m3 error against float64 of the stage and of FA3 on the same inputs,
+    and the stage's over FA3's; beside them, for scale, the bf16 rows where the file has them."""
+    path = path or os.path.join(ROOT, "plots", "fp8_error", f"{data.slug}_{commit}.csv")
+    where = os.path.relpath(path, ROOT)
+    if not os.path.exists(path):
+        raise GenError(f"no {where}: make fp8-error at {commit} writes it (on a machine with a GPU)")
+    try:
+        rows = fp8_error.read_rows(path)
+    except ValueError as e:
+        raise GenError(str(e))
+    e4m3, bf16 = fp8_error.comparison(rows), dict(fp8_error.comparison(rows, HEADLINE[0]))
+
+    def the_stage(problems, dtype, required):
+        found = sorted({k for by_kernel in problems for k in by_kernel if k != "fa3"})
+        if len(found) > 1 or (required and not found):
+            raise GenError(f"{where} holds {dtype} rows of {len(found)} stages ({', '.join(found) or 'none'}): one expected")
+        return found[0] if found else None
+    ours = the_stage([by for _, by in e4m3], FP8_DTYPE, True)
+    bar = the_stage(bf16.values(), HEADLINE[0], False)
+    nn = stage_number(ours)
+    head = (f"| shape | causal | max abs: stage {nn} | FA3 | stage {nn} / FA3 | rel L2: stage {nn} | FA3 | stage {nn} / FA3 |"
+            + (f" bf16 rel L2: stage {stage_number(bar)} | FA3 |" if bar else ""))
+    lines = [head, "|---|---|" + "---:|" * (6 + (2 if bar else 0))]
+
+    def value(by_kernel, kernel, column):
+        return f"{by_kernel[kernel][column]:.3g}" if kernel in by_kernel else "-"
+    compared = within = 0
+    for problem, by_kernel in e4m3:
+        if ours not in by_kernel:
+            raise GenError(f"{where} has no {ours} row at {problem}")
+        cells = []
+        for column in ("max_abs_err", "rel_l2_err"):
+            ratio = by_kernel[ours][column] / by_kernel["fa3"][column] if "fa3" in by_kernel else None
+            cells += [value(by_kernel, ours, column), value(by_kernel, "fa3", column), "-" if ratio is None else xr(ratio)]
+        if bar:
+            scale = bf16.get((HEADLINE[0],) + problem[1:], {})
+            cells += [value(scale, bar, "rel_l2_err"), value(scale, "fa3", "rel_l2_err")]
+        if "fa3" in by_kernel:
+            compared += 1
+            within += fp8_error.no_larger(by_kernel[ours], by_kernel["fa3"])
+        lines.append(f"| {shape_label(problem)} | {problem[-1]} | " + " | ".join(cells) + " |")
+    commits = ", ".join(sorted({r["commit"] for r in rows}))
+    scale = (f" For scale, the relative error in bf16 of stage {stage_number(bar)} and FlashAttention-3, given the same "
+             f"numbers rounded to bf16, against float64 on those." if bar else "")
+    return (f"Stage {nn} and FlashAttention-3 on the same inputs, q, k and v quantized to e4m3 per tensor (descale = "
+            f"amax / 448), against attention in float64 on the numbers the inputs stand for (`make fp8-error`, commit "
+            f"{commits}; rows in `{where}`): max abs is max |O - O_ref|, rel L2 is ||O - O_ref|| / ||O_ref||, and "
+            f"stage {nn} / FA3 the stage's error over FA3's.{scale}\n\n" + "\n".join(lines)
+            + f"\n\nStage {nn}'s error is no larger than FA3's, by both measures, on {within} of the {compared} problems.")
 
 
 NCU_LABELS = {
@@ -692,10 +851,10 @@ def ncu_block(data, kernels):
 
 # ------------------------------------------------------------------------------------------------
 # Inline figures: <!-- fig WHAT --> ... <!-- /fig -->, WHAT one of
-#   tflops KERNEL [PROBLEM]          339.1           a stage's or a reference's median TFLOP/s over the rounds
-#   onerun KERNEL [PROBLEM]          339.1           its TFLOP/s in the one benchmark run (make bench)
-#   ratio KERNEL KERNEL [PROBLEM]    4.22x           the first over the second: the median over pairs of rounds
-#   pct KERNEL KERNEL [PROBLEM]      53 %            the same as a percentage
+#   tflops KERNEL [PROBLEM] [DTYPE]  339.1           a stage's or a reference's median TFLOP/s over the rounds
+#   onerun KERNEL [PROBLEM] [DTYPE]  339.1           its TFLOP/s in the one benchmark run (make bench)
+#   ratio KERNEL KERNEL [PROBLEM] [DTYPE]  4.22x     the first over the second: the median over pairs of rounds
+#   pct KERNEL KERNEL [PROBLEM] [DTYPE]    53 %      the same as a percentage
 #   peak                             648.0           the mma.sync ceiling (the mma_peak row of the benchmark run)
 #   peakpct KERNEL [PROBLEM]         53 %            a kernel's median TFLOP/s as a percentage of the ceiling
 #   wgmmapeak                        929.0           the wgmma ceiling (the wgmma_peak row: Hopper only)
@@ -703,7 +862,7 @@ def ncu_block(data, kernels):
 #   ncu KERNEL METRIC [PROBLEM]      7.5 G / 12.6 %  one Nsight Compute counter (of NCU_PROBLEM's rows);
 #                                                    KERNEL@COMMIT: the rows that commit's profile wrote
 #   ncuratio KERNEL KERNEL METRIC    8.0x            the first kernel's counter over the second's
-#   sweepratio KERNEL REF D C        0.96x-1.23x     the range of KERNEL / REF (per-round medians) over the
+#   sweepratio KERNEL REF D C [DTYPE]  0.96x-1.23x   the range of KERNEL / REF (per-round medians) over the
 #                                                    sweep (D: 64, 128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
 #   ab NN COMMIT VARIANT PROBLEM     1.02x           one point of an AB run: variant / base, median of the rounds
 #   abrange NN COMMIT VARIANT D C    0.97x-1.01x     the range of those over the sweep (D, C and >=1k as above)
@@ -711,17 +870,20 @@ def ncu_block(data, kernels):
 #                                                    all), from make rounds-shapes at COMMIT
 #   tune NN CANDIDATE D C            671.3           a make tune candidate's TFLOP/s (the tuning run's row)
 #   rounds                           3               how many rounds the ratios are medians of
-# PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal. Every ratio comes
-# from alternating rounds (make rounds, make ab): a ratio of two kernels of one run is not a figure.
+# PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal. DTYPE (last, default
+# bf16) is the inputs' dtype, bf16 or e4m3: "ratio kernel15 fa3 headline e4m3" is stage 15 over FA3, both
+# in e4m3; for a ratio, FIRST/SECOND gives each kernel its own, at the same shape in the same rounds:
+# "ratio kernel15 kernel14 headline e4m3/bf16" is stage 15 in e4m3 over stage 14 in bf16. Every ratio
+# comes from alternating rounds (make rounds, make ab): a ratio of two kernels of one run is not a figure.
 
 # The two ceilings of ./run --peak, by figure kind ("peakpct" / "wgmmapeakpct" divide by them):
 # mma.sync's bounds stages 01-08, wgmma's the Hopper track.
 CEILING_FIGURES = {"peak": MMA_PEAK, "wgmmapeak": WGMMA_PEAK}
 
 
-def sweep_points(d, c, rest):
+def sweep_points(d, c, rest, dtype=HEADLINE[0]):
     min_seqlen = 1024 if ">=1k" in rest else 0
-    return [sweep_problem(s, hd, cc) for hd in SWEEP_HEAD_DIMS if d in ("all", str(hd)) for cc in (0, 1)
+    return [sweep_problem(s, hd, cc, dtype) for hd in SWEEP_HEAD_DIMS if d in ("all", str(hd)) for cc in (0, 1)
             if c in ("all", str(cc)) for s in SWEEP_SEQLENS if s >= min_seqlen]
 
 
@@ -752,19 +914,31 @@ def tune_tflops(data, nn, candidate, d, c):
     return usable_tflops(found[-1])
 
 
+def dtype_arg(rest, pair):
+    """A figure's arguments less a trailing DTYPE, and the dtypes of its two kernels: 'e4m3' puts
+    both in e4m3; for a ratio (`pair`), 'e4m3/bf16' the first in e4m3 and the second in bf16 at the
+    same shape. Without one, both bf16."""
+    if not rest or rest[-1].split("/")[0] not in BENCH_DTYPES:
+        return rest, (HEADLINE[0], HEADLINE[0])
+    dtypes = rest[-1].split("/")
+    if len(dtypes) > (2 if pair else 1) or not set(dtypes) <= set(BENCH_DTYPES):
+        raise GenError(f"'{rest[-1]}' is no DTYPE here: one of {', '.join(BENCH_DTYPES)}"
+                       + (", or two of them as FIRST/SECOND" if pair else ""))
+    return rest[:-1], (dtypes[0], dtypes[-1])
+
+
 def figure(data, what):
     args = what.split()
     kind, rest = args[0], args[1:]
-    if kind == "tflops":
-        return fmt(data.median(rest[0], problem_arg(rest[1]) if len(rest) > 1 else headline()))
-    if kind == "onerun":
-        return fmt(data.tflops(rest[0], problem_arg(rest[1]) if len(rest) > 1 else headline()))
-    if kind == "ratio":
-        p = problem_arg(rest[2]) if len(rest) > 2 else headline()
-        return xr(data.ratio(rest[0], rest[1], p))
-    if kind == "pct":
-        p = problem_arg(rest[2]) if len(rest) > 2 else headline()
-        return f"{100 * data.ratio(rest[0], rest[1], p):.0f} %"
+    if kind in ("tflops", "onerun"):
+        rest, (dtype, _) = dtype_arg(rest, pair=False)
+        p = problem_arg(rest[1], dtype) if len(rest) > 1 else headline(0, dtype)
+        return fmt(data.median(rest[0], p) if kind == "tflops" else data.tflops(rest[0], p))
+    if kind in ("ratio", "pct"):
+        rest, (dtype, dtype_b) = dtype_arg(rest, pair=True)
+        spec = rest[2] if len(rest) > 2 else "headline"
+        ratio = data.ratio(rest[0], rest[1], problem_arg(spec, dtype), problem_b=problem_arg(spec, dtype_b))
+        return xr(ratio) if kind == "ratio" else f"{100 * ratio:.0f} %"
     if kind in CEILING_FIGURES:
         return fmt(data.ceiling(CEILING_FIGURES[kind]))
     if kind.endswith("pct") and kind[:-len("pct")] in CEILING_FIGURES:
@@ -777,8 +951,9 @@ def figure(data, what):
     if kind == "ncuratio":
         return f"{data.ncu_value(rest[0], rest[2])[0] / data.ncu_value(rest[1], rest[2])[0]:.1f}x"
     if kind == "sweepratio":
+        rest, (dtype, dtype_b) = dtype_arg(rest, pair=True)
         kernel, ref, d, c = rest[:4]
-        ratios = [data.ratio(kernel, ref, p) for p in sweep_points(d, c, rest)]
+        ratios = [data.ratio(kernel, ref, p, problem_b=(dtype_b,) + p[1:]) for p in sweep_points(d, c, rest, dtype)]
         return f"{min(ratios):.2f}x–{max(ratios):.2f}x"
     if kind == "ab":
         nn, commit, variant, spec = rest[:4]
@@ -874,6 +1049,17 @@ def measured_line(data, dirname):
         halves.append(text)
     text = (f"{data.gpu()}, B16 H16 S4096 D128 bf16, median of {data.rounds_count()} alternating rounds (make rounds, "
             f"commit {data.rounds_commit()}): {halves[0]}; causal {halves[1]}.")
+    if kernel in res.fp8:
+        # A stage that takes e4m3: the same shape in e4m3, against FA3 in e4m3 and the last Hopper
+        # stage without fp8 in bf16 (fp8_headline_table).
+        bar = fp8_bar(data)
+        halves = []
+        for c in (0, 1):
+            p = headline(c, FP8_DTYPE)
+            fa3 = f"{xr(data.ratio(kernel, 'fa3', p))} FA3 e4m3, " if data.has_rounds("fa3", p) else ""
+            halves.append(f"{fmt(data.median(kernel, p))} TFLOP/s, {fa3}"
+                          f"{xr(data.ratio(kernel, bar, p, problem_b=headline(c)))} stage {stage_number(bar)} bf16")
+        text += f" In e4m3: {halves[0]}; causal {halves[1]}."
     # The header's fields start at column 14 (" * Measured:  "); wrapped at 100 columns.
     lines = textwrap.wrap(text, width=100 - 14)
     return "".join((" * Measured:  " if i == 0 else " *" + " " * 12) + line + "\n" for i, line in enumerate(lines))
@@ -915,6 +1101,8 @@ def render_markdown(data, path, text):
         text = replace_block(text, f"<!-- AB:{nn},{commit} -->", "<!-- /AB -->", ab_block(data, nn, commit), where)
     for nn, commit in re.findall(r"<!-- SHAPES:(\d\d),(\w+) -->", text):
         text = replace_block(text, f"<!-- SHAPES:{nn},{commit} -->", "<!-- /SHAPES -->", shapes_block(data, nn, commit), where)
+    for commit in re.findall(r"<!-- FP8ERR:(\w+) -->", text):
+        text = replace_block(text, f"<!-- FP8ERR:{commit} -->", "<!-- /FP8ERR -->", fp8_error_block(data, commit), where)
     for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
         kernels = [f"kernel{nn}" for nn in spec.split(",")]
         text = replace_block(text, f"<!-- NCU:{spec} -->", "<!-- /NCU -->", ncu_block(data, kernels), where)
