@@ -81,6 +81,7 @@ help:
 	@echo "  make reference      time FA2, cuDNN and FA3 through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make rounds         stages and references timed in alternating rounds (PyTorch) -> plots/rounds/"
 	@echo "  make rounds-shapes  the same kernels on the shapes off the sweep (GQA, tails, Sq != Sk, 32k) -> plots/shapes/"
+	@echo "  make fp8-error      the e4m3 error of the last fp8 stage and of FA3 against float64 -> plots/fp8_error/"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
 	@echo "  make tune [K=10]    time candidate tile shapes of stage 08 (or K) on this GPU"
 	@echo "  make ab K=13 AB='name=MACRO=VALUE;...'  builds of stage K timed against it in turn -> plots/ab/"

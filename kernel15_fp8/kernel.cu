@@ -1,33 +1,32 @@
 /*
- * Stage 14 - cluster: two blocks share every K/V tile.
+ * Stage 15 - fp8: e4m3 inputs at twice the tensor cores' rate.
  *
- * Technique: thread block clusters and TMA multicast (docs/14_cluster.md), on top of stage 13: at
- *            head_dim 128 without a mask the blocks run in clusters of two on neighbouring query
- *            tiles of one (head, batch), which read the same K/V tiles; each block's producer
- *            loads half of every K/V tile and multicasts it into the slot of both blocks, so a tile
- *            crosses from L2 to the SMs once per cluster instead of once per block. A slot is
- *            empty only when the consumers of both blocks have released it (arrivals on the
- *            other block's barriers); cluster barriers after initialisation and before exit.
- * Changed:   TileShape gains kCluster; the K/V copies (load_kv_tile) load half a tile each and
- *            multicast it, their full barriers expecting the whole tile; the empty barriers count
- *            the consumers of both blocks and the consumers release a slot in both
- *            (release_slot); a head's query tiles are counted in whole clusters; the launch goes
- *            through cudaLaunchKernelEx with a cluster dimension, its persistent grid sized by the
- *            clusters the device holds at once. And the consumer loop, fitted to the card as
- *            FlashAttention-3's is (docs/14): wgmma descriptors built once per tile and advanced
- *            by a constant per k16 step; O rescaled right after the P V wait; the tiles that need
- *            the mask in a loop of their own; the wait for V_{t-1} after S_t is issued.
- * Bottleneck: as stage 13's, the fixed latencies of each warpgroup's chain from S through the
- *            softmax to P, and now the pair's step: a block refills a K/V slot only once both
- *            blocks' consumers have released it. The L2 traffic falls by about half and the clock
- *            rises, but the cycles grow as much (docs/14: the profile of both).
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit a13f0f6): 632.5 TFLOP/s, 0.98x FA3, 1.08x stage 13; causal 551.9 TFLOP/s, 0.93x
- *            FA3, 1.05x stage 13.
+ * Technique: FlashAttention-3's third idea, low precision (docs/15_fp8.md), on top of stage 14: q, k
+ *            and v in e4m3 with a descale factor each, O in bf16. wgmma m64nNk32 multiplies 8-bit
+ *            operands at twice the bf16 rate, but reads both of them K-major only, so P V needs V
+ *            with its keys along the rows: the producer warpgroup's warps 1-3 transpose every V
+ *            tile in shared memory (ldmatrix.trans, byte permutes, stmatrix) into V^T, in the key
+ *            order in which P, packed from S's accumulators to e4m3, lands in the 8-bit A fragment,
+ *            so that neither side moves a value between threads. P is 2^8 times P (e4m3's normal
+ *            range), the descales join the softmax scale (q, k) and 1/l (v).
+ * Changed:   e4m3 instantiations beside bf16 and fp16 (is_fp8, OutType): Q, K and V tiles of
+ *            head_dim bytes (64-byte swizzle at head_dim 64), a V^T tile per K/V slot with full and
+ *            empty barriers of its own, the transposing warps reading the producer's messages, P
+ *            packed by pack_p_e4m3, the k32 steps of qk_tile and pv_tile, p_shift, O staged and
+ *            stored in bf16, the LSE corrected by 8 ln 2; and, since e4m3 tiles leave the warps'
+ *            instructions the limit, O's rescale skipped where no row's max grew. The bf16 and fp16
+ *            kernels are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
+ * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile;
+ *            and the transposing warps, which share three of the four schedulers with them
+ *            (docs/15: the profile beside FlashAttention-3's).
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 2 alternating rounds (make rounds,
+ *            commit fab39c5): 621.6 TFLOP/s, 0.96x FA3, 0.98x stage 14; causal 550.8 TFLOP/s, 0.94x
+ *            FA3, 0.99x stage 14. In e4m3: 765.9 TFLOP/s, 0.89x FA3 e4m3, 1.21x stage 14 bf16;
+ *            causal 717.2 TFLOP/s, 0.93x FA3 e4m3, 1.28x stage 14 bf16.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
- * Run:       make kernel14 && ./run
- * Read:      docs/14_cluster.md; the CUDA Programming Guide, "Thread Block Clusters"; the PTX ISA,
- *            "cp.async.bulk.tensor" (.multicast::cluster), "mapa" and "barrier.cluster".
+ * Run:       make kernel15 && ./run --dtype e4m3
+ * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
+ *            fragments), "cvt" (.e4m3x2) and "stmatrix"; §3.3 of the FlashAttention-3 paper.
  */
 #include "flash_internal.h"
 #include "flash_tma.h"
@@ -1120,7 +1119,8 @@ static int launch_dtype(const flash_problem *p, const flash_descale *descale, cu
     if (p->head_dim == 64) {
         if (!p->causal) return launch<T, 64, false, false>(p, descale, stream);
         /* e4m3 takes one shape at every length (FLASH_TILE_FP8): no short variant. */
-        if (!is_fp8<T>() && p->seqlen_q <= FLASH_SHORT_CAUSAL) return launch<T, 64, true, !is_fp8<T>()>(p, descale, stream);
+        if constexpr (!is_fp8<T>())
+            if (p->seqlen_q <= FLASH_SHORT_CAUSAL) return launch<T, 64, true, true>(p, descale, stream);
         return launch<T, 64, true, false>(p, descale, stream);
     }
     return p->causal ? launch<T, 128, true, false>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);

@@ -342,6 +342,19 @@ class Results:
         self.stages = self.track_order(stages)
         self.mma_stages = [k for k in self.stages if k not in self.hopper]
 
+    def add_timed_stages(self, rows):
+        """The stages of `rows` (alternating rounds) that the benchmark run has no row of, as stages
+        too: a stage timed in rounds but not yet in a `make bench` run still takes its place in the
+        ladder, with no check of its own there (row() finds none)."""
+        for row in rows:
+            kernel = row["kernel"]
+            if kernel not in REFERENCE_KERNELS and kernel not in self.names:
+                self.names[kernel] = row["name"] or kernel
+                if self.archs.get(kernel) == HOPPER_ARCH:
+                    self.hopper.add(kernel)
+        self.stages = self.track_order(set(self.stages) | {k for k in self.names if k not in REFERENCE_KERNELS})
+        self.mma_stages = [k for k in self.stages if k not in self.hopper]
+
     def track_order(self, stages):
         """`stages` in drawing order: the mma.sync stages, then the Hopper track."""
         return sorted(stages, key=lambda k: (self.archs.get(k) == HOPPER_ARCH, natural_key(k)))

@@ -34,6 +34,9 @@ What it fills, between markers that the text keeps:
   <!-- SHAPES:NN,COMMIT --> ... <!-- /SHAPES -->  stage NN on the shapes off the sweep (make rounds-shapes)
   <!-- FP8ERR:COMMIT --> ... <!-- /FP8ERR -->  the e4m3 error of the last fp8 stage and of FA3 (make fp8-error)
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
+  <!-- ROUNDS:COMMIT -->                        this page's rounds are plots/rounds/<gpu>_<commit>.csv,
+                                                not the latest (a chapter that quotes pairs a later
+                                                measurement did not time)
   " * Measured:" ... up to " * Needs:"          in each kernelNN_name/kernel.cu header
 
 Usage: tools/results_md.py [--write | --check] [--csv plots/<gpu>.csv]
@@ -41,6 +44,7 @@ Usage: tools/results_md.py [--write | --check] [--csv plots/<gpu>.csv]
   differs from what the CSVs give (tests/test_docs.sh runs this: prose and CSV never disagree).
 """
 import argparse
+import copy
 import csv
 import glob
 import os
@@ -99,11 +103,27 @@ class Data:
         # The alternating rounds: the latest first measurement (plot.find_rounds: the ladder plot
         # reads the same file), and the second measurement of the same commit where there is one.
         self.rounds = find_rounds(csv_path)
+        if self.rounds:
+            self.results.add_timed_stages(self.rounds[1].rows)
         self.again = None
         if self.rounds:
             again = self.rounds[0][:-len(".csv")] + "_again.csv"
             if os.path.exists(again):
                 self.again = (again, Rounds(parse_csv(again)))
+
+    def pinned(self, commit, where):
+        """This data with the rounds of COMMIT (plots/rounds/<gpu>_<commit>.csv) in place of the
+        latest: a page marked <!-- ROUNDS:COMMIT --> keeps the rounds it was written from, where the
+        latest rounds do not time what it quotes (a chapter comparing a stage with the one before it
+        over the sweep, ROUNDS_ALSO, while a later measurement timed another pair)."""
+        path = os.path.join(ROOT, "plots", "rounds", f"{self.slug}_{commit}.csv")
+        if not os.path.exists(path):
+            raise GenError(f"{where}: <!-- ROUNDS:{commit} -->: no {os.path.relpath(path, ROOT)}")
+        pinned = copy.copy(self)
+        pinned.rounds = (path, Rounds(parse_csv(path)))
+        again = path[:-len(".csv")] + "_again.csv"
+        pinned.again = (again, Rounds(parse_csv(again))) if os.path.exists(again) else None
+        return pinned
 
     def repeats(self, a, b):
         """The rows of the latest alternating repeat of a against b ("08", "fa2"), and its path. The
@@ -1077,6 +1097,9 @@ def replace_block(text, start, end, body, where):
 
 def render_markdown(data, path, text):
     where = os.path.relpath(path, ROOT)
+    pin = re.search(r"<!-- ROUNDS:(\w+) -->", text)
+    if pin:
+        data = data.pinned(pin.group(1), where)
     if "<!-- RESULTS -->" in text:
         text = replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->", results_block(data), where)
     for commit in re.findall(r"<!-- REPRO(?::(\w+))? -->", text):
@@ -1117,6 +1140,11 @@ def render_markdown(data, path, text):
 
 def render_kernel(data, path, text):
     dirname = os.path.basename(os.path.dirname(path))
+    # The header quotes the rounds its chapter does (a chapter's <!-- ROUNDS:COMMIT -->).
+    for chapter in glob.glob(os.path.join(ROOT, "docs", dirname[len("kernel"):len("kernelNN")] + "_*.md")):
+        pin = re.search(r"<!-- ROUNDS:(\w+) -->", open(chapter).read())
+        if pin:
+            data = data.pinned(pin.group(1), os.path.relpath(chapter, ROOT))
     pattern = re.compile(r"^ \* Measured:.*?(?=^ \* Needs:)", re.S | re.M)
     if not pattern.search(text):
         raise GenError(f"{dirname}/kernel.cu: the header needs a ' * Measured:' line before ' * Needs:'")
