@@ -93,6 +93,36 @@ py_case() {  # py_case NAME < snippet
 # Stage 10's block: only kernel10_ rows, its five shape fields and the O store column (+st16 is
 # "16-byte stores"), the last of a re-run row, the fastest *passing* candidate in bold (the faster
 # 128x128x2x1x2 failed its check), and only stage 10's commit and command in the note.
+# A page marked <!-- ROUNDS:COMMIT --> (and its stage's kernel header) quotes the rounds of that
+# commit, not the latest; a commit with no rounds file is refused by name.
+py_case docs_rounds_pin <<'PY'
+import os, shutil
+data = fixture_data()
+pinned_path = os.path.join(results_md.ROOT, "plots", "rounds", data.slug + "_pin0test.csv")
+shutil.copy("tests/fixtures/plot_rounds.csv", pinned_path)
+try:
+    data.rounds = None  # the latest: none here, so only the pin can answer
+    out = results_md.render_markdown(data, "fixture.md", "<!-- ROUNDS:pin0test -->\n<!-- fig rounds -->?<!-- /fig -->")
+    assert "plot_sample_pin0test" not in out and "<!-- fig rounds -->" in out and "?" not in out, out
+finally:
+    os.remove(pinned_path)
+fails("<!-- ROUNDS:nosuch0 -->\n<!-- fig rounds -->?<!-- /fig -->", "nosuch0", "no plots/rounds/")
+PY
+
+# A stage the rounds timed but the benchmark run has no row of takes its place in the ladder, with
+# no check ("-"), instead of failing the page.
+py_case docs_ladder_stage_without_bench_row <<'PY'
+data = fixture_data()
+extra = [dict(r, kernel="kernel10", name="kernel10_tma") for r in data.rounds[1].rows if r["kernel"] == "kernel09"]
+rows = data.rounds[1].rows + extra
+data.rounds = (ROUNDS, Rounds(rows))
+data.results.add_timed_stages(rows)
+assert "kernel10" in data.results.stages and data.results.row("kernel10", results_md.headline()) is None
+table = results_md.ladder_table(data)
+line = [l for l in table.split("\n") if l.startswith("| kernel10_tma ")]
+assert line and line[0].rstrip().endswith("| - |"), table
+PY
+
 py_case docs_tune_block_stage10 <<'PY'
 out = render("<!-- TUNE:10 -->\n<!-- /TUNE -->")
 want = """<!-- TUNE:10 -->
