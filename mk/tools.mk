@@ -34,9 +34,11 @@ sanitize: $(BUILD)/allstages
 	@! grep -q '^FAIL' $(BUILD)/sanitize.log
 
 # Builds SRC in place of stage K under build/grade/ (never touching the stage itself) and links it
-# with the real previous stage, which it must beat (tools/grade.sh).
+# with the real previous stage, which it must beat (tools/grade.sh). STAGE_FP8 and PREV_FP8 are the
+# stage table's fp8 column of both: a stage that takes e4m3 is graded in e4m3 too.
 grade: $(HARNESS_OBJ) $(API_OBJ) $(if $(K_PREV),$(BUILD)/kernel$(K_PREV).o)
 	@test -n '$(K_DIR)' && test -n '$(SRC)' || \
 	    { echo "usage: make grade K=05 SRC=path/to/kernel.cu (K: a stage with an assignment; see docs/assignments.md)" >&2; exit 2; }
 	@STAGE_GENCODE='$(call STAGE_GENCODE,$(K_NN))' PREV_NN='$(K_PREV)' \
+	 STAGE_FP8='$(call STAGE_FP8,$(K_NN))' PREV_FP8='$(if $(K_PREV),$(call STAGE_FP8,$(K_PREV)),0)' \
 	 LINK_OBJS='$(HARNESS_OBJ) $(API_OBJ)' bash tools/grade.sh $(K_NN) '$(SRC)'

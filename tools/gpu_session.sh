@@ -30,7 +30,7 @@
 #              against float64, on the same inputs, into plots/fp8_error/<gpu>_<commit>.csv
 #   ab         make ab K=$AB_STAGE AB="$AB": builds of one stage against its base, their sweeps in
 #              turn, into plots/ab/<gpu>_NN_<commit>/ (tools/ab.sh)
-#   grader     tests/test_grader.sh: make grade passes the real stage 05 and fails wrong ones
+#   grader     tests/test_grader.sh: make grade passes the real stages 05 and 15 and fails wrong ones
 #   ncu        ncu metrics of every stage on the headline problem, kept in plots/ncu/<gpu>.csv
 #   sass       make sass-table: ptxas usage, PTX and SASS histograms of every stage
 #   plot       make plot
@@ -91,7 +91,7 @@ for s in "$@"; do
     tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune K="${TUNE_K:-08}" ;;
     repeat)    mkdir -p plots/repeats; step repeat 540 bash -c 'repeat_sweeps "$@"' _ ${REPEAT:-10 09} ;;
     ab)        step ab 540 $MAKE ab K="${AB_STAGE:-13}" ;;
-    grader)    step grader 420 env GRADE_ROUNDS="${GRADE_ROUNDS:-1}" bash tests/test_grader.sh; grep -E '^(PASS|FAIL|SKIP):' "$LOG" | tail -n 12 ;;
+    grader)    step grader 540 env GRADE_ROUNDS="${GRADE_ROUNDS:-1}" bash tests/test_grader.sh; grep -E '^(PASS|FAIL|SKIP):' "$LOG" | tail -n 20 ;;
     ncu)       mkdir -p plots/ncu; step ncu 300 bash tools/ncu_metrics.sh "plots/ncu/$(slug).csv" ;;
     sass)      step sass_table 120 $MAKE sass-table ;;
     plot)      step plot 120 $MAKE plot; cp plots/*.png "$OUT/" 2>/dev/null ;;

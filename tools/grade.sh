@@ -2,25 +2,33 @@
 # The grader of docs/assignments.md: `make grade K=05 SRC=path/to/student.cu` runs
 #   tools/grade.sh 05 path/to/student.cu
 # with the compiler, flags and stages of the Makefile (NVCC, NVFLAGS, STAGE_GENCODE: the stage's
-# -gencode flags, LDLIBS, BUILD, STAGE_TABLE), LINK_OBJS (harness + API objects) and PREV_NN (the
-# previous stage, whose real object $BUILD/kernel$PREV_NN.o the student must beat). It builds the
-# student's file in place of stage NN under build/grade/kNN/ (the stage's own files and objects are
-# never touched), then:
-#   1. build      the file compiles with the stages' flags and exports flash_forward_kernelNN
+# -gencode flags, LDLIBS, BUILD, STAGE_TABLE), LINK_OBJS (harness + API objects), PREV_NN (the
+# previous stage, whose real object $BUILD/kernel$PREV_NN.o the student must beat), and STAGE_FP8 and
+# PREV_FP8 (1 where the real stage NN, or the previous one, takes e4m3 inputs: the stage table's fp8
+# column). It builds the student's file in place of stage NN under build/grade/kNN/ (the stage's own
+# files and objects are never touched), then:
+#   1. build      the file compiles with the stages' flags and exports flash_forward_kernelNN (and,
+#                 for a stage that takes e4m3, flash_forward_fp8_kernelNN), no other entry point
 #   2. instructions  the PTX/SASS checks of tests/stage_checks.sh for stage NN (the same ones as
-#                 tests/test_instructions.sh), and ptxas reports no spills
-#   3. matrix     the GPU correctness matrix (build/allstages --matrix) on the student's kernel
+#                 tests/test_instructions.sh), ptxas reports no spills, and for a Hopper stage
+#                 (sm_90a) no wgmma serialised and no setmaxnreg ignored
+#   3. matrix     the GPU correctness matrix (build/allstages --matrix) on the student's kernel, which
+#                 for a stage that takes e4m3 runs the e4m3 cases too
 #   4. racecheck  compute-sanitizer racecheck on the small problems of tests/test_sanitizer.sh
-#                 (tails; whole query tiles that see no key), d64 and d128
-#   5. timing     the headline problem (B16 H16 S4096 D128 bf16, checked), student vs the real previous
-#                 stage, GRADE_ROUNDS alternating rounds, best median of each: the student must be faster
+#                 (tails; whole query tiles that see no key; no mask), d64 and d128, in bf16 and,
+#                 for a stage that takes e4m3, in e4m3 as well
+#   5. timing     the headline problem (B16 H16 S4096 D128, checked), student vs the real previous
+#                 stage, GRADE_ROUNDS alternating rounds, best median of each: the student must be
+#                 faster. Each side runs in its stage's benchmark dtype: e4m3 for a stage that takes
+#                 it, bf16 otherwise (stage 15 in e4m3 against stage 14 in bf16: what fp8 is for)
 # and ends with "GRADE: PASS" (exit 0) or "GRADE: FAIL" and one "  - [reason] ..." line per failure
 # (exit 1). A gate that could not run (no GPU, no compute-sanitizer) never counts as passed: a
 # failure of the gates that did run is still a FAIL (exit 1); otherwise "GRADE: NOT GRADED" (exit
 # 2), naming what was not checked.
 # Environment: GRADE_ROUNDS (default 2), GRADE_MARGIN_PCT (the student's median must be below the
-# previous stage's by this many percent; default 0), GRADE_TOOLS (sanitizer tools; default racecheck),
-# COMPUTE_SANITIZER (the sanitizer's path; default compute-sanitizer from PATH).
+# previous stage's by this many percent; default the assignment's Timing line, else 0), GRADE_TOOLS
+# (sanitizer tools; default racecheck), COMPUTE_SANITIZER (the sanitizer's path; default
+# compute-sanitizer from PATH).
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -31,13 +39,24 @@ STAGE_GENCODE=${STAGE_GENCODE:-$ARCH}
 LINK_OBJS=${LINK_OBJS:-}
 PREV=${PREV_NN:-}
 ROUNDS=${GRADE_ROUNDS:-2}
-# An assignment whose own stage measures level with the one before (14: its clusters, docs/14)
-# says so in its section of docs/assignments.md, "**Timing:** level with stage NN, within M %":
-# the student's kernel may then be up to M % slower (a margin of -M). GRADE_MARGIN_PCT overrides.
-level=$(awk -v nn="${NN:-}" '/^## Assignment /{ on = ($3 == nn) }
-    on && /^\*\*Timing:\*\*/ && match($0, /within [0-9]+ %/) { print substr($0, RSTART + 7, RLENGTH - 9) }' docs/assignments.md)
-MARGIN=${GRADE_MARGIN_PCT:-${level:+-$level}}
+# An assignment whose timing is not "merely faster" says so in its section of docs/assignments.md,
+# on its "**Timing:**" line: "within M %" where the real stage measures level with the one before
+# (14: its clusters, docs/14), so the student's kernel may be up to M % slower (a margin of -M);
+# "at least M % faster" where the real stage is well ahead (15: e4m3 against bf16), so the
+# student's median must be M % below the previous stage's (a margin of M). GRADE_MARGIN_PCT overrides.
+doc_margin=$(awk -v nn="${NN:-}" '/^## Assignment /{ on = ($3 == nn) }
+    on && /^\*\*Timing:\*\*/ && match($0, /within [0-9]+ %/) { print "-" substr($0, RSTART + 7, RLENGTH - 9) }
+    on && /^\*\*Timing:\*\*/ && match($0, /at least [0-9]+ % faster/) { print substr($0, RSTART + 9, RLENGTH - 18) }' docs/assignments.md)
+MARGIN=${GRADE_MARGIN_PCT:-$doc_margin}
 MARGIN=${MARGIN:-0}
+STAGE_FP8=${STAGE_FP8:-0}
+PREV_FP8=${PREV_FP8:-0}
+# The timing runs each stage in its benchmark dtype: e4m3 where it takes it (the reason such a stage
+# exists is to be faster in e4m3 than the stage before in bf16), bf16 otherwise. The FLOPs of the
+# problem do not depend on the dtype, so the times compare directly.
+s_dtype=bf16 p_dtype=bf16
+[ "$STAGE_FP8" = 1 ] && s_dtype=e4m3
+[ "$PREV_FP8" = 1 ] && p_dtype=e4m3
 TOOLS=${GRADE_TOOLS:-racecheck}
 SANITIZER=${COMPUTE_SANITIZER:-compute-sanitizer}
 
@@ -66,6 +85,7 @@ section() { echo; echo "== $*"; }
 
 echo "grade: stage $NN ($STAGE_NAME), student file $SRC"
 echo "       work dir $OUT (the stage's own kernel.cu and build/kernel$NN.o are not used)"
+[ -n "$PREV" ] && echo "       timing gate: stage $NN in $s_dtype against the real stage $PREV in $p_dtype, margin ${MARGIN}%"
 
 # -- 1. build -----------------------------------------------------------------------------------
 section "build: $NVCC \$NVFLAGS $STAGE_GENCODE -Xptxas -v -c $SRC"
@@ -83,15 +103,29 @@ fi
 
 linked=0
 if [ "$built" = 1 ]; then
-    syms=$(nm -g --defined-only "$OUT/kernel.o" 2>/dev/null | awk '{ print $3 }' | grep -E '^flash_forward_kernel[0-9]+$' | tr '\n' ' ')
-    if ! echo " $syms" | grep -q " flash_forward_kernel$NN "; then
-        echo "FAIL: exports flash_forward_kernel$NN: it exports: ${syms:-no flash_forward_kernelNN at all}"
-        reason "[symbol] the file must define extern \"C\" int flash_forward_kernel$NN(const flash_problem *, cudaStream_t) (found: ${syms:-none})"
-    elif [ "$(echo "$syms" | wc -w)" -ne 1 ]; then
-        echo "FAIL: exports only flash_forward_kernel$NN: it exports: $syms"
-        reason "[symbol] the file must define flash_forward_kernel$NN and no other stage's entry point (found: $syms)"
+    # The entry points the stage must export: flash_forward_kernelNN, and for a stage that takes e4m3
+    # inputs flash_forward_fp8_kernelNN too, which the dispatcher calls for FLASH_E4M3 (without it
+    # every e4m3 call is refused, so the e4m3 half of the assignment would go ungraded).
+    want_syms="flash_forward_kernel$NN"
+    [ "$STAGE_FP8" = 1 ] && want_syms="$want_syms flash_forward_fp8_kernel$NN"
+    syms=$(nm -g --defined-only "$OUT/kernel.o" 2>/dev/null | awk '{ print $3 }' | grep -E '^flash_forward_(fp8_)?kernel[0-9]+$' | sort | paste -sd' ')
+    # Every exported flash_forward... name, for the message: a near miss (flash_forward_kernel15_fp8)
+    # is easier to see beside the name it should have had.
+    named=$(nm -g --defined-only "$OUT/kernel.o" 2>/dev/null | awk '{ print $3 }' | grep -E '^flash_forward' | sort | paste -sd' ')
+    missing="" extra=""
+    for sym in $want_syms; do echo " $syms " | grep -q " $sym " || missing="$missing $sym"; done
+    for sym in $syms; do echo " $want_syms " | grep -q " $sym " || extra="$extra $sym"; done
+    if [ "${missing# flash_forward_kernel"$NN"}" != "$missing" ]; then
+        echo "FAIL: exports flash_forward_kernel$NN: it exports: ${named:-no flash_forward_kernelNN at all}"
+        reason "[symbol] the file must define extern \"C\" int flash_forward_kernel$NN(const flash_problem *, cudaStream_t) (found: ${named:-none})"
+    elif [ -n "$missing" ]; then
+        echo "FAIL: exports flash_forward_fp8_kernel$NN: it exports: $named"
+        reason "[symbol] stage $NN takes e4m3 inputs: the file must also define extern \"C\" int flash_forward_fp8_kernel$NN(const flash_problem *, const flash_descale *, cudaStream_t), which flash_forward_fp8 calls for FLASH_E4M3 (found: $named)"
+    elif [ -n "$extra" ]; then
+        echo "FAIL: exports only ${want_syms/ / and }: it exports: $syms"
+        reason "[symbol] the file must define ${want_syms/ / and } and no other entry point (extra:$extra)"
     else
-        echo "PASS: exports flash_forward_kernel$NN"
+        echo "PASS: exports ${want_syms/ / and }"
         # The grading binary: the student's stage NN plus the real previous stage, for the timing.
         # shellcheck disable=SC2086
         if "$NVCC" $ARCH "$OUT/kernel.o" ${PREV:+$BUILD/kernel$PREV.o} $LINK_OBJS -o "$OUT/grade" $LDLIBS 2>"$OUT/link.txt"; then
@@ -114,6 +148,8 @@ else
     bad "student kernel$NN PTX" "$(head -3 "$OUT/ptx.err")"
 fi
 [ "$built" = 1 ] && stage_spill_check "student kernel$NN" "$OUT/ptxas.txt"
+# A Hopper stage: ptxas must keep every wgmma asynchronous and honour setmaxnreg (C7508-C7519).
+case $STAGE_ARCH in *a) [ "$built" = 1 ] && stage_async_check "student kernel$NN ($STAGE_ARCH)" "$OUT/ptxas.txt" ;; esac
 if [ "$built" = 1 ] && command -v cuobjdump >/dev/null 2>&1; then
     arch=$(cuobjdump --list-elf "$OUT/kernel.o" 2>/dev/null | grep -o 'sm_[0-9a-z]*' | sort -u | grep -x sm_90 ||
            cuobjdump --list-elf "$OUT/kernel.o" 2>/dev/null | grep -o 'sm_[0-9a-z]*' | head -1)
@@ -123,7 +159,7 @@ else
     echo "SKIP: SASS checks: cuobjdump not found (the PTX checks above still ran)"
 fi
 if [ "$nfail" -gt "$before" ]; then
-    reason "[instructions] $((nfail - before)) instruction check(s) failed: stage $NN's technique is missing, a later stage's is present, or ptxas spills (see the FAIL lines above)"
+    reason "[instructions] $((nfail - before)) instruction check(s) failed: stage $NN's technique is missing, a later stage's is present, ptxas spills, or (Hopper) it serialises a wgmma (see the FAIL lines above)"
 fi
 
 # -- 3-5. the GPU part ----------------------------------------------------------------------------
@@ -156,32 +192,37 @@ else
         reason "[matrix] correctness matrix failed: ${summary:-exit status $rc, $(tail -1 "$OUT/matrix.log")} (first failing cases in $OUT/matrix.log)"
     fi
 
-    section "sanitizer: compute-sanitizer --tool $TOOLS on the problems: $SANITIZER_PROBLEMS"
+    # bf16, and e4m3 too for a stage that takes it, as tests/test_sanitizer.sh runs the real stages.
+    san_dtypes=bf16
+    [ "$STAGE_FP8" = 1 ] && san_dtypes="bf16 e4m3"
+    section "sanitizer: compute-sanitizer --tool $TOOLS on the problems: $SANITIZER_PROBLEMS ($san_dtypes)"
     if ! command -v "$SANITIZER" >/dev/null 2>&1; then
         echo "SKIP: $TOOLS: $SANITIZER not found"
         not_run+=("$TOOLS: $SANITIZER not found on this machine")
     else
         for tool in $TOOLS; do
-            for name in $SANITIZER_PROBLEMS; do
-                for d in 64 128; do
-                    log=$OUT/$tool.$name.d$d.log
-                    # shellcheck disable=SC2046
-                    "$SANITIZER" --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$name") \
-                        --no-check --warmup 0 --iters 1 --head-dim "$d" >"$log" 2>&1
-                    rc=$?
-                    if [ "$rc" -eq 0 ]; then
-                        echo "PASS: $tool $name d$d"
-                    else
-                        what=$(grep -m1 -E 'SUMMARY' "$log")
-                        [ -n "$what" ] || what="exit status $rc: $(grep -m1 -E 'Error|error|hazard' "$log")"
-                        grep -m3 -E '^========= (Error|Warning)' "$log"
-                        echo "FAIL: $tool $name d$d: $what (log: $log)"
-                        if [ "$tool" = racecheck ]; then
-                            reason "[racecheck] compute-sanitizer racecheck, $name problem, head_dim $d: $what: a shared-memory hazard, most likely a missing __syncthreads() (log: $log)"
+            for dtype in $san_dtypes; do
+                for name in $SANITIZER_PROBLEMS; do
+                    for d in 64 128; do
+                        log=$OUT/$tool.$name.d$d.$dtype.log
+                        # shellcheck disable=SC2046
+                        "$SANITIZER" --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$name") \
+                            --no-check --warmup 0 --iters 1 --head-dim "$d" --dtype "$dtype" >"$log" 2>&1
+                        rc=$?
+                        if [ "$rc" -eq 0 ]; then
+                            echo "PASS: $tool $name d$d $dtype"
                         else
-                            reason "[$tool] compute-sanitizer $tool, $name problem, head_dim $d: $what (log: $log)"
+                            what=$(grep -m1 -E 'SUMMARY' "$log")
+                            [ -n "$what" ] || what="exit status $rc: $(grep -m1 -E 'Error|error|hazard' "$log")"
+                            grep -m3 -E '^========= (Error|Warning)' "$log"
+                            echo "FAIL: $tool $name d$d $dtype: $what (log: $log)"
+                            if [ "$tool" = racecheck ]; then
+                                reason "[racecheck] compute-sanitizer racecheck, $name problem, head_dim $d, $dtype: $what: a shared-memory hazard, most likely a missing barrier or mbarrier wait (log: $log)"
+                            else
+                                reason "[$tool] compute-sanitizer $tool, $name problem, head_dim $d, $dtype: $what (log: $log)"
+                            fi
                         fi
-                    fi
+                    done
                 done
             done
         done
@@ -190,19 +231,21 @@ else
     if [ -z "$PREV" ]; then
         section "timing: skipped (stage 01 has no previous stage to beat)"
     else
-        section "timing: headline problem, student stage $NN vs real stage $PREV, $ROUNDS round(s), best median of each"
+        section "timing: headline problem, student stage $NN in $s_dtype vs real stage $PREV in $p_dtype, $ROUNDS round(s), best median of each"
         csv=$OUT/timing.csv
         rm -f "$csv"
         timing_ok=1
         for r in $(seq 1 "$ROUNDS"); do
             for s in $((N - 1)) "$N"; do
-                "$OUT/grade" --stage "$s" --csv "$csv" >"$OUT/timing.s$s.r$r.log" 2>&1
+                dtype=$p_dtype
+                [ "$s" = "$N" ] && dtype=$s_dtype
+                "$OUT/grade" --stage "$s" --dtype "$dtype" --csv "$csv" >"$OUT/timing.s$s.r$r.log" 2>&1
                 rc=$?
                 tail -1 "$OUT/timing.s$s.r$r.log"
                 if [ "$rc" -ne 0 ]; then
                     timing_ok=0
                     if [ "$s" = "$N" ]; then
-                        reason "[timing] the student's kernel failed on the headline problem (exit $rc; log: $OUT/timing.s$s.r$r.log)"
+                        reason "[timing] the student's kernel failed on the headline problem in $dtype (exit $rc; log: $OUT/timing.s$s.r$r.log)"
                     else
                         reason "[timing] the reference stage $PREV failed on the headline problem (exit $rc): the grading setup is broken, not the student's file"
                     fi
@@ -211,17 +254,17 @@ else
             [ "$timing_ok" = 1 ] || break
         done
         if [ "$timing_ok" = 1 ]; then
-            # CSV columns: 2 kernel, 13 ms_median, 15 tflops, 18 check; keep each stage's best median.
-            best() { awk -F, -v k="kernel$1" 'NR > 1 && $2 == k && (m == "" || $13 < m) { m = $13; t = $15; c = $18 }
-                                              END { if (m != "") print m, t, c }' "$csv"; }
-            read -r s_ms s_tf s_check <<<"$(best "$NN")"
-            read -r p_ms p_tf p_check <<<"$(best "$PREV")"
+            # CSV columns: 2 kernel, 4 dtype, 13 ms_median, 15 tflops, 18 check; keep each stage's best median.
+            best() { awk -F, -v k="kernel$1" -v d="$2" 'NR > 1 && $2 == k && $4 == d && (m == "" || $13 < m) { m = $13; t = $15; c = $18 }
+                                                        END { if (m != "") print m, t, c }' "$csv"; }
+            read -r s_ms s_tf s_check <<<"$(best "$NN" "$s_dtype")"
+            read -r p_ms p_tf p_check <<<"$(best "$PREV" "$p_dtype")"
             if [ -z "${s_ms:-}" ] || [ -z "${p_ms:-}" ]; then
                 echo "FAIL: timing: no CSV rows in $csv"
                 reason "[timing] no timing rows were written ($csv)"
             else
-                echo "student stage $NN: ${s_ms} ms median, ${s_tf} TFLOP/s (check: ${s_check})"
-                echo "real    stage $PREV: ${p_ms} ms median, ${p_tf} TFLOP/s (check: ${p_check})"
+                echo "student stage $NN ($s_dtype): ${s_ms} ms median, ${s_tf} TFLOP/s (check: ${s_check})"
+                echo "real    stage $PREV ($p_dtype): ${p_ms} ms median, ${p_tf} TFLOP/s (check: ${p_check})"
                 verdict=$(awk -v s="$s_ms" -v p="$p_ms" -v m="$MARGIN" \
                     'BEGIN { printf "%s %.3f", (s < p * (1 - m / 100)) ? "faster" : "slower", p / s }')
                 speedup=${verdict#* }
@@ -229,7 +272,7 @@ else
                     echo "PASS: faster than stage $PREV (${speedup}x; ${s_tf} vs ${p_tf} TFLOP/s; margin ${MARGIN}%)"
                 else
                     echo "FAIL: faster than stage $PREV (${speedup}x; ${s_tf} vs ${p_tf} TFLOP/s; margin ${MARGIN}%)"
-                    reason "[timing] not faster than stage $PREV on the headline problem: ${s_tf} TFLOP/s (${s_ms} ms) vs stage $PREV's ${p_tf} TFLOP/s (${p_ms} ms), ${speedup}x"
+                    reason "[timing] not faster than stage $PREV on the headline problem (margin ${MARGIN}%): $s_dtype ${s_tf} TFLOP/s (${s_ms} ms) vs stage $PREV's $p_dtype ${p_tf} TFLOP/s (${p_ms} ms), ${speedup}x"
                 fi
             fi
         fi

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Wrong student files for stage 05, derived from the real kernels with sed so that they never drift
-# from them; tests/test_grader.sh hands each to `make grade K=05` and expects a FAIL for its reason.
+# Wrong student files, derived from the real kernels with sed so that they never drift from them;
+# tests/test_grader.sh hands each to `make grade` and expects a FAIL for its reason. For stage 05:
 #   wrong_causal.cu    top-left aligned causal mask (col > row instead of col > row + diag)
 #                      -> the correctness matrix fails (causal cases with seqlen_q != seqlen_k)
 #   missing_barrier.cu the __syncthreads() that keeps K_j, V_j alive until every warp is done with
 #                      them is gone -> racecheck reports a shared-memory hazard
 #   previous_stage.cu  stage 04 handed in as stage 05 (entry point renamed flash_forward_kernel05)
 #                      -> the instruction checks fail (no swizzle xor) and it is no faster than 04
-#   previous_stage_NN.cu, for each Hopper assignment NN (09 on): stage NN-1 handed in as stage NN
+# For stage 15, the first that takes e4m3 inputs:
+#   fp8_entry_misnamed.cu  the e4m3 entry point defined as flash_forward_kernel15_fp8: the whole e4m3
+#                      path is compiled (its instructions are all there), but the dispatcher finds
+#                      no flash_forward_fp8_kernel15 -> the exports check fails ([symbol]), no GPU needed
+#   wrong_key_order.cu P packed for k32 step kk from the S tiles of step kk ^ 1: P's keys no longer
+#                      meet the V^T rows written in their order. Same instructions, no race, the bf16
+#                      path untouched -> only the e4m3 cases of the correctness matrix fail
+# For each Hopper assignment NN (09 on):
+#   previous_stage_NN.cu  stage NN-1 handed in as stage NN
 #                      -> the instruction checks fail: the technique of assignment NN is missing
 # Each edit must change the file: when a kernel is rewritten so that a pattern no longer matches,
 # this script fails instead of writing a fixture that is silently correct.
@@ -17,6 +25,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-build/grader_fixtures}
 K05=kernel05_swizzle/kernel.cu
 K04=kernel04_cp_async/kernel.cu
+K15=kernel15_fp8/kernel.cu
 mkdir -p "$OUT"
 
 # derive NAME SOURCE SED-SCRIPT EXPECTED-CHANGED-LINES
@@ -41,7 +50,14 @@ derive missing_barrier.cu "$K05" '/Every warp must be done with the previous K_j
 # (c) Stage 04's file with stage 05's entry point.
 derive previous_stage.cu "$K04" 's/\bflash_forward_kernel04\b/flash_forward_kernel05/' 2
 
-# (d) The Hopper assignments: each previous stage with the next stage's entry point. The stages come
+# (d) Stage 15's e4m3 entry point under a name the dispatcher does not look for.
+derive fp8_entry_misnamed.cu "$K15" '/^extern "C" int flash_forward_fp8_kernel15(/s/flash_forward_fp8_kernel15/flash_forward_kernel15_fp8/' 2
+
+# (e) Stage 15's P packed in another key order than V^T's: the fragments of k32 step kk take the
+# S tiles of step kk ^ 1 (the steps of a 128-key tile come in pairs, so every tile is still used once).
+derive wrong_key_order.cu "$K15" 's/pack_p_e4m3(acc_s, kk, p_frag\[kk\])/pack_p_e4m3(acc_s, kk ^ 1, p_frag[kk])/' 2
+
+# (f) The Hopper assignments: each previous stage with the next stage's entry point. The stages come
 # from the stage directories, so a new Hopper stage gets its fixture without an edit here.
 for dir in kernel[0-9][0-9]_*/; do
     nn=${dir#kernel}; nn=${nn%%_*}
