@@ -193,17 +193,9 @@ def main():
                     help="the library with the stages (default build/libflash.so: make lib)")
     ap.add_argument("--seed", type=int, default=0, help="the inputs' seed (default 0)")
     args = ap.parse_args()
-    if not os.path.exists(args.lib):
-        print(f"error: --lib {args.lib}: no such file (make lib builds it)", file=sys.stderr)
-        return 2
-    try:
-        import torch
-    except ImportError:
-        print("error: PyTorch is not available: the float64 reference and FA3 run through it", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("error: no CUDA device visible to PyTorch", file=sys.stderr)
-        return 3
+    torch, rc = ref.torch_on_gpu(args.lib, "the float64 reference and FA3 run through it")
+    if torch is None:
+        return rc
     if args.csv and os.path.exists(args.csv) and os.path.getsize(args.csv) > 0:
         try:
             read_rows(args.csv)  # appending to a file of other columns would corrupt it

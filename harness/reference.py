@@ -218,6 +218,24 @@ def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS):
     return [s.elapsed_time(e) for s, e in events]
 
 
+def torch_on_gpu(lib, why):
+    """PyTorch with a CUDA device, for a script that also needs the library `lib` (rounds.py,
+    fp8_error.py): (torch, None), or (None, exit code) after saying what is missing, 2 for the
+    library or PyTorch (`why` says what PyTorch is needed for), 3 for the device."""
+    if not os.path.exists(lib):
+        print(f"error: --lib {lib}: no such file (make lib builds it)", file=sys.stderr)
+        return None, 2
+    try:
+        import torch
+    except ImportError:
+        print(f"error: PyTorch is not available: {why}", file=sys.stderr)
+        return None, 2
+    if not torch.cuda.is_available():
+        print("error: no CUDA device visible to PyTorch", file=sys.stderr)
+        return None, 3
+    return torch, None
+
+
 def import_fa3():
     """FlashAttention-3's flash_attn_func, and the module's name; (None, why) if none imports."""
     import importlib

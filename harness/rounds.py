@@ -191,17 +191,9 @@ def main():
     if args.rounds < 2 or args.rounds % 2 or args.iters < ref.MIN_ITERS or args.warmup < 0:
         ap.error(f"--rounds must be an even number >= 2 (pairs of a forward and a reversed round), "
                  f"--iters >= {ref.MIN_ITERS}, --warmup >= 0")
-    if not os.path.exists(args.lib):
-        print(f"error: --lib {args.lib}: no such file (make lib builds it)", file=sys.stderr)
-        return 2
-    try:
-        import torch
-    except ImportError:
-        print("error: PyTorch is not available: the rounds time the references through it", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("error: no CUDA device visible to PyTorch", file=sys.stderr)
-        return 3
+    torch, rc = ref.torch_on_gpu(args.lib, "the rounds time the references through it")
+    if torch is None:
+        return rc
     if args.csv:
         ref.check_csv_header(args.csv)
 
