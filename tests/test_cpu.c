@@ -29,19 +29,7 @@
 #include "flash_internal.h"
 #include "inputs.h"
 #include "lowp.h"
-
-static int n_pass = 0, n_fail = 0;
-
-/* Records one test: ok != 0 passes; otherwise prints why (printf-style). */
-static void report(const char *name, int ok, const char *why) {
-    if (ok) {
-        printf("PASS: %s\n", name);
-        n_pass++;
-    } else {
-        printf("FAIL: %s: %s\n", name, why);
-        n_fail++;
-    }
-}
+#include "report.h"
 
 static int close_to(double a, double b, double tol) { return fabs(a - b) <= tol; }
 

@@ -27,18 +27,7 @@
 #include <string.h>
 
 #include "lowp.h"
-
-static int n_pass = 0, n_fail = 0;
-
-static void report(const char *name, int ok, const char *why) {
-    if (ok) {
-        printf("PASS: %s\n", name);
-        n_pass++;
-    } else {
-        printf("FAIL: %s: %s\n", name, why);
-        n_fail++;
-    }
-}
+#include "report.h"
 
 static float bits_f32(uint32_t u) {
     float f;
