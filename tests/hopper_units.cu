@@ -350,11 +350,11 @@ constexpr int kF8Rows = 64;   // query rows (one warpgroup)
  * (seqlen_k rows inside the tensor, the rest zero-filled); S = Q K^T; P = e4m3(S * p_scale) packed
  * as the A fragment; V^T written by the four warps; O = P V. Out: S [64, 128] f32, P's bytes at
  * their (row, key) places [64, 128] (through the key order of pack_p_e4m3, so a wrong packing shows
- * as P in the wrong place), O [64, D] f32. */
+ * as P in the wrong place), O [64, D] f32, and V's tile as TMA wrote it, byte for byte [128 * D]. */
 template <int D>
 __global__ void __launch_bounds__(128) wgmma_e4m3_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                                         const __grid_constant__ CUtensorMap map_v, float p_scale, float *s_out,
-                                                        uint8_t *p_out, float *o_out) {
+                                                        uint8_t *p_out, float *o_out, uint8_t *v_raw_out) {
     constexpr int kQBytes = kF8Rows * D, kTileBytes = kF8Keys * D;
     /* 56 KiB at D = 128: dynamic shared memory, aligned by hand to the 1024-byte atoms. */
     extern __shared__ uint8_t smem_raw[];
@@ -374,6 +374,7 @@ __global__ void __launch_bounds__(128) wgmma_e4m3_kernel(const __grid_constant__
         tma_load_4d(smem_u32(sV), &map_v, bar_addr, 0, 0, 0, 0);
     }
     mbarrier_wait(bar_addr, 0);
+    for (int i = threadIdx.x; i < kTileBytes; i += 128) v_raw_out[i] = sV[i];
 
     /* V^T, [D, 128 keys], while S runs: 16 keys by 32 bytes of head per warp and call. */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -457,12 +458,13 @@ static void test_e4m3(int seqlen_k) {
             for (int x = 0; x < D; ++x) acc += (double)e4m3_value(hq[r * D + x]) * e4m3_value(hk[c * D + x]);
             s_ref[r * kF8Keys + c] = acc;
         }
-    uint8_t *dq, *dk, *dv, *dp;
+    uint8_t *dq, *dk, *dv, *dp, *draw;
     float *ds, *dout;
     CUDA_OK(cudaMalloc(&dq, kF8Rows * D));
     CUDA_OK(cudaMalloc(&dk, seqlen_k * D));
     CUDA_OK(cudaMalloc(&dv, seqlen_k * D));
     CUDA_OK(cudaMalloc(&dp, kF8Rows * kF8Keys));
+    CUDA_OK(cudaMalloc(&draw, kF8Keys * D));
     CUDA_OK(cudaMalloc(&ds, kF8Rows * kF8Keys * sizeof(float)));
     CUDA_OK(cudaMalloc(&dout, kF8Rows * D * sizeof(float)));
     CUDA_OK(cudaMemcpy(dq, hq, kF8Rows * D, cudaMemcpyHostToDevice));
@@ -481,11 +483,25 @@ static void test_e4m3(int seqlen_k) {
     }
     const int kSmem = (kF8Rows + 3 * kF8Keys) * D + 1024;
     CUDA_OK(cudaFuncSetAttribute(wgmma_e4m3_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    wgmma_e4m3_kernel<D><<<1, 128, kSmem>>>(map_q, map_k, map_v, p_scale, ds, dp, dout);
+    wgmma_e4m3_kernel<D><<<1, 128, kSmem>>>(map_q, map_k, map_v, p_scale, ds, dp, dout, draw);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     float *hs = (float *)malloc(kF8Rows * kF8Keys * sizeof(float)), *ho = (float *)malloc(kF8Rows * D * sizeof(float));
-    uint8_t *hp = (uint8_t *)malloc(kF8Rows * kF8Keys);
+    uint8_t *hp = (uint8_t *)malloc(kF8Rows * kF8Keys), *hraw = (uint8_t *)malloc(kF8Keys * D);
+    CUDA_OK(cudaMemcpy(hraw, draw, kF8Keys * D, cudaMemcpyDeviceToHost));
+    /* V's box as TMA laid it out: key k, head byte c at sw128_byte (128-byte rows) or sw64_byte
+     * (64-byte rows), the layouts the transpose reads; keys past seqlen_k zero. */
+    int bad_raw = -1;
+    for (int k = 0; k < kF8Keys && bad_raw < 0; ++k)
+        for (int cc = 0; cc < D && bad_raw < 0; ++cc) {
+            const uint8_t want = k < seqlen_k ? hv[k * D + cc] : 0;
+            if (hraw[D == 128 ? sw128_byte(kF8Keys, k, cc) : sw64_byte(k, cc)] != want) bad_raw = k * D + cc;
+        }
+    if (bad_raw < 0)
+        printf("PASS: e4m3 d%d: TMA's box of V is the layout of %s\n", D, D == 128 ? "sw128_byte" : "sw64_byte"), n_pass++;
+    else
+        printf("FAIL: e4m3 d%d: V key %d byte %d is not where %s puts it\n", D, bad_raw / D, bad_raw % D,
+               D == 128 ? "sw128_byte" : "sw64_byte"), n_fail++;
     CUDA_OK(cudaMemcpy(hs, ds, kF8Rows * kF8Keys * sizeof(float), cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(hp, dp, kF8Rows * kF8Keys, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(ho, dout, kF8Rows * D * sizeof(float), cudaMemcpyDeviceToHost));
@@ -533,8 +549,8 @@ static void test_e4m3(int seqlen_k) {
                "key order against pack_p_e4m3's)\n", D, r, c, ho[r * D + c], o_ref[r * D + c]), n_fail++;
     else
         printf("SKIP: e4m3 d%d: P V: its A operand is the S or P above, which is wrong\n", D);
-    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dp), cudaFree(ds), cudaFree(dout);
-    free(hq), free(hk), free(hv), free(hp), free(s_ref), free(o_ref), free(hs), free(ho);
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dp), cudaFree(draw), cudaFree(ds), cudaFree(dout);
+    free(hq), free(hk), free(hv), free(hp), free(hraw), free(s_ref), free(o_ref), free(hs), free(ho);
 }
 
 /* ---- clusters: multicast and remote arrivals ----------------------------------------------- */
