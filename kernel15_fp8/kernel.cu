@@ -365,6 +365,15 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     }
 }
 
+/* Transposing warp kW's share of a V tile: units kW, kW + kWarps, ... of the kUnits (16 keys by 32
+ * head-dim bytes each, kGroups groups of keys per span of head-dim bytes), unrolled, so that each
+ * unit's group and span are constants: its addresses are then the lane's own plus a constant. */
+template <int kRowBytes, int kHeadDim, int kGroups, int kUnits, int kWarps, int kW>
+__device__ __forceinline__ void transpose_share(uint32_t v_tile, uint32_t vt_tile) {
+#pragma unroll
+    for (int u = kW; u < kUnits; u += kWarps) transpose_v_e4m3<kRowBytes, kHeadDim>(v_tile, vt_tile, u % kGroups, u / kGroups);
+}
+
 /* Causal tiles are numbered longest first within a group of FLASH_CAUSAL_HEAD_GROUP (head, batch)
  * pairs: with groups of one, each head's longest tile comes right after the previous head's
  * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
@@ -652,9 +661,13 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                     const uint32_t phase = (v / kStages) & 1;
                     mbarrier_wait(full_v_u32 + 8 * s, phase);
                     mbarrier_wait(empty_vt_u32 + 8 * s, phase ^ 1);
-#pragma unroll 1
-                    for (uint32_t u = warp - 1; u < kUnits; u += kTransposeWarps)
-                        transpose_v_e4m3<kRowBytes, kHeadDim>(sV_u32 + s * kSlotBytes, sVt_u32 + s * kSlotBytes, u % kGroups, u / kGroups);
+                    const uint32_t v_tile = sV_u32 + s * kSlotBytes, vt_tile = sVt_u32 + s * kSlotBytes;
+                    if (warp == 1)
+                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 0>(v_tile, vt_tile);
+                    else if (warp == 2)
+                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 1>(v_tile, vt_tile);
+                    else
+                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 2>(v_tile, vt_tile);
                     fence_proxy_async();
                     named_barrier_sync(kTransposeBarrier, kTransposeWarps * 32);
                     if (threadIdx.x == 32) {
