@@ -239,7 +239,7 @@ flash_fwd_kernel(const flash_problem p) {
             /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
              * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0. */
             m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
-            alpha[h] = fast_exp2(m[h] * scale_log2 - m_scaled[h]);
+            alpha[h] = fast_exp2(fmaf(m[h], scale_log2, -m_scaled[h]));
             m[h] = m_new;
         }
         float p_sum[2] = {0.0f, 0.0f};
@@ -247,7 +247,7 @@ flash_fwd_kernel(const flash_problem p) {
         for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                acc_s[nt][e] = fast_exp2(acc_s[nt][e] * scale_log2 - m_scaled[e >> 1]);
+                acc_s[nt][e] = fast_exp2(fmaf(acc_s[nt][e], scale_log2, -m_scaled[e >> 1]));
                 p_sum[e >> 1] += acc_s[nt][e];
             }
         /* On the first tile O and l are still zero: there is nothing to rescale. */

@@ -184,7 +184,7 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
          * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0, which
          * is also alpha on the first tile (m = -inf): O and l start from zero. */
         m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
-        alpha[h] = fast_exp2(m[h] * scale_log2 - m_scaled[h]);
+        alpha[h] = fast_exp2(fmaf(m[h], scale_log2, -m_scaled[h]));
         m[h] = m_new;
     }
     float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
@@ -192,7 +192,7 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            acc_s[nt][e] = fast_exp2(acc_s[nt][e] * scale_log2 - m_scaled[e >> 1]);
+            acc_s[nt][e] = fast_exp2(fmaf(acc_s[nt][e], scale_log2, -m_scaled[e >> 1]));
             p_sum[e >> 1][e & 1] += acc_s[nt][e];
         }
 #pragma unroll
