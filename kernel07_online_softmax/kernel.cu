@@ -243,6 +243,9 @@ flash_fwd_kernel(const flash_problem p) {
             m[h] = m_new;
         }
         float p_sum[2] = {0.0f, 0.0f};
+        /* fmaf, not s * scale_log2 - m: one rounding on every path. Written apart, the compiler
+         * may fuse the two for some elements and not others (where a mask's select sits
+         * between them), and a row's P would then depend on whether its key tile took the mask. */
 #pragma unroll
         for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll

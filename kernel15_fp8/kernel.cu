@@ -19,10 +19,10 @@
  * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile;
  *            and the transposing warps, which share three of the four schedulers with them
  *            (docs/15: the profile beside FlashAttention-3's).
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 2 alternating rounds (make rounds,
- *            commit fab39c5): 621.6 TFLOP/s, 0.96x FA3, 0.98x stage 14; causal 550.8 TFLOP/s, 0.94x
- *            FA3, 0.99x stage 14. In e4m3: 765.9 TFLOP/s, 0.89x FA3 e4m3, 1.21x stage 14 bf16;
- *            causal 717.2 TFLOP/s, 0.93x FA3 e4m3, 1.28x stage 14 bf16.
+ * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
+ *            commit 3300f8a): 615.7 TFLOP/s, 0.95x FA3, 0.97x stage 14; causal 549.4 TFLOP/s, 0.92x
+ *            FA3, 0.98x stage 14. In e4m3: 803.7 TFLOP/s, 0.94x FA3 e4m3, 1.27x stage 14 bf16;
+ *            causal 742.7 TFLOP/s, 0.97x FA3 e4m3, 1.33x stage 14 bf16.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel15 && ./run --dtype e4m3
  * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
@@ -269,6 +269,9 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
         m[h] = m_new;
     }
     float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
+    /* fmaf, not s * scale_log2 - m: one rounding on every path. Written apart, the compiler
+     * may fuse the two for some elements and not others (where a mask's select sits
+     * between them), and a row's P would then depend on whether its key tile took the mask. */
 #pragma unroll
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
