@@ -452,6 +452,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     constexpr int kRowBytes = row_bytes<T, kHeadDim>();  // bytes per row of a Q, K or V tile's column block
     /* e4m3: the producer warpgroup's warps 1 .. 3 transpose each V tile into V^T. */
     constexpr int kTransposeWarps = kFp8 ? 3 : 0;
+    static_assert(!kFp8 || kTransposeWarps == 3, "the transposing loop hands a share to each of warps 1, 2 and 3 by name");
     static_assert(kCluster >= 1 && (kCluster == 1 || !kCausal), "clusters without a mask only (its tiles are all equal)");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
