@@ -233,11 +233,12 @@ static void matrix_problem(matrix_state *m, const flash_problem *p, const char *
 /* The small problems over the whole contract, in one dtype: head_dim 64 and 128, causal and not,
  * sequence lengths (odd sizes such as 17, 113, 203, 217, 1023 hit tile tails; Sq != Sk with causal
  * hits the bottom-right alignment, Sq > Sk the rows that see no key: with (300, 17) and causal,
- * rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's kBlockM),
- * heads ((8, 2) is GQA) and batch 1 and 3: 144 cases. */
+ * rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's kBlockM;
+ * (1500, 2100) is past the 1024 up to which stages 13-15 pick shapes of their own for short
+ * sequences, with tails in every tile size), heads ((8, 2) is GQA) and batch 1 and 3: 160 cases. */
 static void matrix_grid(matrix_state *m, flash_dtype dtype) {
-    static const int seqs[][2] = {{1, 1},     {17, 17},   {64, 64},   {113, 203},  {203, 113},
-                                  {128, 217}, {300, 17},  {1000, 1000}, {1023, 1024}};
+    static const int seqs[][2] = {{1, 1},     {17, 17},   {64, 64},     {113, 203},   {203, 113},
+                                  {128, 217}, {300, 17},  {1000, 1000}, {1023, 1024}, {1500, 2100}};
     static const int heads[2][2] = {{4, 4}, {8, 2}};
     static const int batches[2] = {1, 3};
     static const int head_dims[2] = {64, 128};

@@ -81,10 +81,20 @@ struct TileShape {
 #ifndef FLASH_SHORT_CAUSAL
 #define FLASH_SHORT_CAUSAL 1024
 #endif
-/* e4m3 inputs: 128 query rows and 128 keys at both head_dims, causal or not, no cluster, and the
- * producer warpgroup's other three warps transposing V (docs/15 measures the shapes). */
+/* e4m3 inputs: 128 query rows, two consumers and no cluster at both head_dims, causal or not, the
+ * producer warpgroup's other three warps transposing V; and 192 keys per tile, which spread each
+ * tile's fixed costs (the turn, the waits, the GEMMs' issue, P's packing) over half as many keys
+ * again. Where the keys are few (seqlen_k up to FLASH_SHORT_FP8) 128: 1k keys are 5.3 tiles of
+ * 192, and the spare keys of the last tile cost more than the longer tiles save (docs/15 measures
+ * the shapes). */
 #ifndef FLASH_TILE_FP8
-#define FLASH_TILE_FP8 128, 128, 2, 232, 2, 1, 1
+#define FLASH_TILE_FP8 128, 192, 2, 232, 2, 1, 1
+#endif
+#ifndef FLASH_TILE_FP8_SHORT
+#define FLASH_TILE_FP8_SHORT 128, 128, 2, 232, 2, 1, 1
+#endif
+#ifndef FLASH_SHORT_FP8
+#define FLASH_SHORT_FP8 1024
 #endif
 template <int kHeadDim, bool kCausal, bool kShort, bool kFp8> struct Tile;
 template <> struct Tile<64, false, false, false> : TileShape<FLASH_TILE_D64> {};
@@ -93,6 +103,7 @@ template <> struct Tile<64, true, false, false> : TileShape<FLASH_TILE_D64_CAUSA
 template <> struct Tile<128, true, false, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
 template <> struct Tile<64, true, true, false> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
 template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, false, true> : TileShape<FLASH_TILE_FP8> {};
+template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, true, true> : TileShape<FLASH_TILE_FP8_SHORT> {};
 
 /* e4m3 inputs are one byte (the other dtypes two), and their O is written in bf16. */
 template <typename T> __host__ __device__ constexpr bool is_fp8() { return sizeof(T) == 1; }
@@ -224,10 +235,13 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t
  * is masked when it lies past the last key its row sees; counted from the thread's first column,
  * col0 + 2t, that bound is one number per row, so that each element is one comparison of it with a
  * constant (8 nt + (e & 1)) and one select: two instructions an element, where comparing each
- * column with both bounds took three, on the diagonal tile every causal query tile starts with. */
+ * column with both bounds took three, on the diagonal tile every causal query tile starts with.
+ * The causal offset seqlen_k - seqlen_q is read from p here, not passed in: held in a register
+ * from the kernel's start, it was the one value the 192-key e4m3 tiles spilled. */
 template <bool kCausal, int kNTilesS>
-__device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p, int diag) {
+__device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p) {
     const int t = threadIdx.x % 4;
+    const int diag = p.seqlen_k - p.seqlen_q;
     int last[2];  // the last key rows row_g and row_g + 8 see, counted from col0 + 2t
 #pragma unroll
     for (int h = 0; h < 2; ++h) last[h] = (kCausal ? min(p.seqlen_k - 1, row_g + 8 * h + diag) : p.seqlen_k - 1) - col0 - 2 * t;
@@ -529,7 +543,6 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * the LSE skip rows past seqlen_q), but loads its part of every K/V tile for its partner. */
     const int num_m = (p.seqlen_q + kBlockM * kCluster - 1) / (kBlockM * kCluster) * kCluster;
     const uint32_t rank = kCluster > 1 ? cluster_ctarank() : 0;  // this block's part of each K/V tile
-    const int diag = p.seqlen_k - p.seqlen_q;
     const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warpgroup = warp / 4;  // 0: the producer; 1 .. kNConsumers: the consumers
@@ -870,7 +883,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             wgmma_hold(acc_s);
             if (last) break;
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * s0);
-            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p);
             /* The first tile's alpha would rescale an O that finish_prev has just zeroed. */
             float alpha[2];
             softmax_tile<p_shift<T>()>(acc_s, m, l, alpha, scale_log2);
@@ -900,7 +913,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             wgmma_wait<1>();
             wgmma_hold(acc_s);
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * stage);
-            if (masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+            if (masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p);
             float alpha[2];
             softmax_tile<p_shift<T>()>(acc_s, m, l, alpha, scale_log2);
             wgmma_wait<0>();
@@ -1133,9 +1146,16 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
 
 template <typename T>
 static int launch_dtype(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
+    if constexpr (is_fp8<T>()) {
+        /* e4m3: 128-key tiles where the keys are few (FLASH_TILE_FP8_SHORT), 192 otherwise. */
+        if (p->seqlen_k <= FLASH_SHORT_FP8) {
+            if (p->head_dim == 64)
+                return p->causal ? launch<T, 64, true, true>(p, descale, stream) : launch<T, 64, false, true>(p, descale, stream);
+            return p->causal ? launch<T, 128, true, true>(p, descale, stream) : launch<T, 128, false, true>(p, descale, stream);
+        }
+    }
     if (p->head_dim == 64) {
         if (!p->causal) return launch<T, 64, false, false>(p, descale, stream);
-        /* e4m3 takes one shape at every length (FLASH_TILE_FP8): no short variant. */
         if constexpr (!is_fp8<T>())
             if (p->seqlen_q <= FLASH_SHORT_CAUSAL) return launch<T, 64, true, true>(p, descale, stream);
         return launch<T, 64, true, false>(p, descale, stream);
