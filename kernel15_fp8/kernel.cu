@@ -14,15 +14,16 @@
  *            empty barriers of its own, the transposing warps reading the producer's messages, P
  *            packed by pack_p_e4m3, the k32 steps of qk_tile and pv_tile, p_shift, O staged and
  *            stored in bf16, the LSE corrected by 8 ln 2; and, since e4m3 tiles leave the warps'
- *            instructions the limit, O's rescale skipped where no row's max grew. The bf16 and fp16
- *            kernels are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
+ *            instructions the limit, O's rescale skipped where no row's max grew, and 192-key tiles
+ *            past 1024 keys, over which each tile's fixed costs spread. The bf16 and fp16 kernels
+ *            are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
  * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile;
  *            and the transposing warps, which share three of the four schedulers with them
  *            (docs/15: the profile beside FlashAttention-3's).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit 3300f8a): 615.7 TFLOP/s, 0.95x FA3, 0.97x stage 14; causal 549.4 TFLOP/s, 0.92x
- *            FA3, 0.98x stage 14. In e4m3: 803.7 TFLOP/s, 0.94x FA3 e4m3, 1.27x stage 14 bf16;
- *            causal 742.7 TFLOP/s, 0.97x FA3 e4m3, 1.33x stage 14 bf16.
+ *            commit 4a52365): 625.1 TFLOP/s, 0.96x FA3, 0.98x stage 14; causal 552.5 TFLOP/s, 0.94x
+ *            FA3, 0.99x stage 14. In e4m3: 837.0 TFLOP/s, 0.97x FA3 e4m3, 1.32x stage 14 bf16;
+ *            causal 750.1 TFLOP/s, 0.97x FA3 e4m3, 1.34x stage 14 bf16.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel15 && ./run --dtype e4m3
  * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
