@@ -17,9 +17,9 @@
  *            instructions the limit, O's rescale skipped where no row's max grew, and 192-key tiles
  *            past 1024 keys, over which each tile's fixed costs spread. The bf16 and fp16 kernels
  *            are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
- * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile;
- *            and the transposing warps, which share three of the four schedulers with them
- *            (docs/15: the profile beside FlashAttention-3's).
+ * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile,
+ *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
+ *            arithmetic; docs/15: the profile beside FlashAttention-3's).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
  *            commit 4a52365): 625.1 TFLOP/s, 0.96x FA3, 0.98x stage 14; causal 552.5 TFLOP/s, 0.94x
  *            FA3, 0.99x stage 14. In e4m3: 837.0 TFLOP/s, 0.97x FA3 e4m3, 1.32x stage 14 bf16;
