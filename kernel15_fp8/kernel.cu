@@ -1149,19 +1149,23 @@ template <typename T>
 static int launch_dtype(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
     if constexpr (is_fp8<T>()) {
         /* e4m3: 128-key tiles where the keys are few (FLASH_TILE_FP8_SHORT), 192 otherwise. */
-        if (p->seqlen_k <= FLASH_SHORT_FP8) {
-            if (p->head_dim == 64)
-                return p->causal ? launch<T, 64, true, true>(p, descale, stream) : launch<T, 64, false, true>(p, descale, stream);
-            return p->causal ? launch<T, 128, true, true>(p, descale, stream) : launch<T, 128, false, true>(p, descale, stream);
+        const bool few_keys = p->seqlen_k <= FLASH_SHORT_FP8;
+        if (p->head_dim == 64) {
+            if (p->causal)
+                return few_keys ? launch<T, 64, true, true>(p, descale, stream) : launch<T, 64, true, false>(p, descale, stream);
+            return few_keys ? launch<T, 64, false, true>(p, descale, stream) : launch<T, 64, false, false>(p, descale, stream);
         }
+        if (p->causal)
+            return few_keys ? launch<T, 128, true, true>(p, descale, stream) : launch<T, 128, true, false>(p, descale, stream);
+        return few_keys ? launch<T, 128, false, true>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);
+    } else {
+        if (p->head_dim == 64) {
+            if (!p->causal) return launch<T, 64, false, false>(p, descale, stream);
+            return p->seqlen_q <= FLASH_SHORT_CAUSAL ? launch<T, 64, true, true>(p, descale, stream)
+                                                     : launch<T, 64, true, false>(p, descale, stream);
+        }
+        return p->causal ? launch<T, 128, true, false>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);
     }
-    if (p->head_dim == 64) {
-        if (!p->causal) return launch<T, 64, false, false>(p, descale, stream);
-        if constexpr (!is_fp8<T>())
-            if (p->seqlen_q <= FLASH_SHORT_CAUSAL) return launch<T, 64, true, true>(p, descale, stream);
-        return launch<T, 64, true, false>(p, descale, stream);
-    }
-    return p->causal ? launch<T, 128, true, false>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);
 }
 
 /* The entry points (common/flash_internal.h): bf16 and fp16, then e4m3 with its descale factors. */
