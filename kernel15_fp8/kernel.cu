@@ -259,16 +259,6 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
  * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
  * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
  * tile (all four lanes subtract the same m), the sum need not until the end. */
-#ifndef FLASH_EXP2_POLY
-#define FLASH_EXP2_POLY 0
-#endif
-__device__ __forceinline__ float exp2_poly(float x) {
-    x = fmaxf(x, -127.0f);
-    const float t = x + 12582912.0f;
-    const float f = x - (t - 12582912.0f);
-    const float q = fmaf(fmaf(fmaf(0.05500893f, f, 0.24221098f), f, 0.6932829f), f, 1.0f);
-    return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
-}
 template <int kPShift, int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              float scale_log2) {
@@ -301,9 +291,7 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            constexpr int kPoly = kPShift ? FLASH_EXP2_POLY : 0;
-            const float x = fmaf(acc_s[nt][e], scale_log2, -m_scaled[e >> 1]);
-            acc_s[nt][e] = (kPoly > 0 && nt % kPoly == kPoly - 1) ? exp2_poly(x) : fast_exp2(x);
+            acc_s[nt][e] = fast_exp2(fmaf(acc_s[nt][e], scale_log2, -m_scaled[e >> 1]));
             p_sum[e >> 1][e & 1] += acc_s[nt][e];
         }
 #pragma unroll
