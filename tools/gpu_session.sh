@@ -80,7 +80,7 @@ for s in "$@"; do
     matrix)    step matrix 300 build/allstages --stage "${MATRIX_STAGE:-all}" --matrix; grep -E '^(matrix|FAIL)' "$LOG" | tail -n 40 ;;
     sanitize)  step sanitize 540 $MAKE sanitize; grep -E '^(FAIL|[0-9]+ passed)' "$LOG" | tail -n 20 ;;
     api)       step api 300 python3 tests/test_api.py; grep -E '^(FAIL|SKIP)' "$LOG" | tail -n 20 ;;
-    nokey)     step nokey 420 bash tools/nokey_check.sh; grep -E '^nokey' "$LOG" | tail -n 40 ;;
+    nokey)     step nokey 540 bash tools/nokey_check.sh; grep -E '^nokey' "$LOG" | tail -n 40 ;;
     peak)      step peak 60 build/allstages --peak --csv "plots/$(slug).csv" ;;
     reference) step reference 300 env FLASH_COMMIT="$COMMIT" python3 harness/reference.py --csv "plots/$(slug).csv" ;;
     rounds)    step rounds 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ;;
