@@ -37,12 +37,14 @@ typedef struct {
     void *d_k, *d_v;              /* [B, Sk, Hkv, D] in p.dtype */
     uint16_t *d_o;                /* [B, Sq, Hq, D]  16-bit (bf16 for e4m3), the stage under test writes it */
     float *d_lse;                 /* [B, Hq, Sq]     fp32, the stage under test writes it */
+    /* the check's alone (problem_setup's `check`; NULL without it) */
     float *d_o_ref;               /* [B, Sq, Hq, D]  fp32 reference */
     uint16_t *d_o_lowp;           /* [B, Sq, Hq, D]  16-bit reference (P and O rounded as O's dtype and P's demand) */
     float *d_lse_ref;             /* [B, Hq, Sq]     fp32 reference, +inf on rows that see no key */
     /* host */
     float *h_q;                   /* [B, Sq, Hq, D]  the inputs as float: exactly the 16-bit values, or the */
     float *h_k, *h_v;             /* [B, Sk, Hkv, D] dequantized e4m3 ones (e4m3 value * descale) */
+    /* the check's alone (NULL and 0 without it) */
     float *h_lse;                 /* [B, Hq, Sq]     a stage's LSE, copied back for the check */
     float *h_lse_ref;             /* [B, Hq, Sq] */
     err_stats lowp;               /* O_lowp vs O_ref: sets the tolerance */
@@ -53,19 +55,24 @@ typedef struct {
 } problem_state;
 
 /* Allocates and fills everything for `shape` (dims, dtype, causal, scale; pointers ignored):
- * seeded inputs (e4m3 ones quantized per tensor, their descales kept; inputs.h), the GPU reference, its spot check on `spot_rows` rows against the CPU, and the
- * O_lowp statistics. Exits 2 when the problem does not fit in memory, 3 on CUDA errors. Returns 0,
- * or 1 when the spot check found the GPU reference wrong (the caller reports and exits 1). */
-int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, int spot_rows, gpu_ctx *g);
+ * seeded inputs (e4m3 ones quantized per tensor, their descales kept; inputs.h), the output
+ * buffers, and with `check` what problem_check needs: the GPU reference, its spot check on
+ * `spot_rows` rows against the CPU, and the O_lowp statistics. Without `check` the problem can be
+ * launched and timed, not checked. Exits 2 when the problem does not fit in memory, 3 on CUDA
+ * errors. Returns 0, or 1 when the spot check found the GPU reference wrong (the caller reports
+ * and exits 1). */
+int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, int check, int spot_rows,
+                  gpu_ctx *g);
 void problem_free(problem_state *ps);
 
 /* Launches `stage` on the problem, asynchronously on `stream`: flash_forward for bf16 and fp16,
  * flash_forward_fp8 with the problem's descales for e4m3. Returns what that returns. */
 int problem_launch(const problem_state *ps, int stage, cudaStream_t stream);
 
-/* One checked launch of `stage`: poison O (0xFFFF, NaN in bf16 and fp16) and LSE (NaN), launch,
- * compare. *launch_rc receives problem_launch's return code; when it is non-zero nothing ran and
- * the verdict fails with flash_strerror's message. CUDA faults exit 3. */
+/* One checked launch of `stage` on a problem set up with `check`: poison O (0xFFFF, NaN in bf16
+ * and fp16) and LSE (NaN), launch, compare. *launch_rc receives problem_launch's return code; when
+ * it is non-zero nothing ran and the verdict fails with flash_strerror's message. CUDA faults
+ * exit 3. */
 check_verdict problem_check(problem_state *ps, int stage, gpu_ctx *g, int *launch_rc);
 
 typedef struct {

@@ -87,12 +87,12 @@ static void print_table_row(int stage, const flash_problem *p, const timing_resu
     fflush(stdout);
 }
 
-/* Builds the problem and its reference; a wrong reference ends the run (exit 1): nothing it would
- * judge could be trusted. */
-static void setup_or_exit(problem_state *ps, const flash_problem *shape, uint64_t seed, int spot_rows, gpu_ctx *g,
-                          int verbose) {
-    const int broken = problem_setup(ps, shape, seed, spot_rows, g);
-    if (verbose || broken) {
+/* Builds the problem and, with `check`, its reference; a wrong reference ends the run (exit 1):
+ * nothing it would judge could be trusted. `verbose` reports the reference, when there is one. */
+static void setup_or_exit(problem_state *ps, const flash_problem *shape, uint64_t seed, int check, int spot_rows,
+                          gpu_ctx *g, int verbose) {
+    const int broken = problem_setup(ps, shape, seed, check, spot_rows, g);
+    if ((verbose && check) || broken) {
         char label[96];
         problem_label(shape, label, sizeof label);
         printf("reference %s: %.1f ms on the GPU; spot check of %d rows vs float64 CPU: max|dO| %.2e, max|dLSE| "
@@ -111,8 +111,8 @@ static void setup_or_exit(problem_state *ps, const flash_problem *shape, uint64_
 static int run_problem(const run_options *o, gpu_ctx *g, const flash_problem *shape, const int *stages,
                        int nstages) {
     problem_state ps;
-    setup_or_exit(&ps, shape, o->seed, SPOT_ROWS, g, 1);
-    static int header_printed = 0;  /* one table header per run, under the first reference line */
+    setup_or_exit(&ps, shape, o->seed, o->check, SPOT_ROWS, g, 1);
+    static int header_printed = 0;  /* one table header per run, under the first reference line if any */
     if (!header_printed) print_table_header();
     header_printed = 1;
     int failed = 0;
@@ -224,7 +224,7 @@ typedef struct {
 /* One problem of the matrix, checked `runs` times in a row on every stage that takes its dtype. */
 static void matrix_problem(matrix_state *m, const flash_problem *p, const char *what, int runs) {
     problem_state ps;
-    setup_or_exit(&ps, p, m->o->seed + 1000003ull * (uint64_t)m->cases, MATRIX_SPOT_ROWS, m->g, 0);
+    setup_or_exit(&ps, p, m->o->seed + 1000003ull * (uint64_t)m->cases, 1, MATRIX_SPOT_ROWS, m->g, 0);
     for (int run = 0; run < runs; run++, m->cases++)
         matrix_case(&ps, what, m->g, m->stages, m->nstages, m->passed, m->ran);
     problem_free(&ps);
