@@ -94,12 +94,6 @@ struct TileShape {
 #ifndef FLASH_TILE_FP8_SHORT
 #define FLASH_TILE_FP8_SHORT 128, 128, 2, 232, 2, 1, 1
 #endif
-/* Experiment: FLASH_PRODUCER_ALL4=1 runs the e4m3 producer as one loop of all four warps, thread 0
- * issuing the copies and every warp a quarter of each V transpose right after V's copy (0: the
- * copying thread alone, warps 1-3 transposing in a loop of their own). */
-#ifndef FLASH_PRODUCER_ALL4
-#define FLASH_PRODUCER_ALL4 0
-#endif
 #ifndef FLASH_SHORT_FP8
 #define FLASH_SHORT_FP8 1024
 #endif
@@ -472,8 +466,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     constexpr int kCluster = Shape::kCluster;  // blocks sharing each K/V tile
     constexpr int kRowBytes = row_bytes<T, kHeadDim>();  // bytes per row of a Q, K or V tile's column block
     /* e4m3: the producer warpgroup's warps 1 .. 3 transpose each V tile into V^T. */
-    constexpr bool kAll4 = kFp8 && FLASH_PRODUCER_ALL4;
-    constexpr int kTransposeWarps = kFp8 ? (kAll4 ? 4 : 3) : 0;
+    constexpr int kTransposeWarps = kFp8 ? 3 : 0;
+    static_assert(!kFp8 || kTransposeWarps == 3, "the transposing loop hands a share to each of warps 1, 2 and 3 by name");
     static_assert(kCluster >= 1 && (kCluster == 1 || !kCausal), "clusters without a mask only (its tiles are all equal)");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -593,91 +587,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     if (warpgroup == 0) {
         /* ---- the producer: one thread issues every copy, as far ahead as the ring allows ---- */
         setmaxnreg_dec<kProducerRegs>();
-        if (kAll4) {
-            if (threadIdx.x == 0) {
-                tma_prefetch_map(&map_q);
-                tma_prefetch_map(&map_k);
-                tma_prefetch_map(&map_v);
-                tma_prefetch_map(&map_o);
-            }
-            const bool copier = threadIdx.x == 0;
-            constexpr uint32_t kGroups = kBlockN / 16, kUnits = kGroups * (kHeadDim / 32);
-            const int num_tiles = num_m * p.heads_q * p.batch;
-            int kv = 0, q_use = 0, w_last = -1, pending = -1, next = blockIdx.x;
-            for (int msg = 0;; ++msg) {
-                if (copier) {
-                    mbarrier_wait(msg_empty_u32 + 8 * (msg & 1), ((msg >> 1) & 1) ^ 1);
-                    msg_tile[msg & 1] = next < num_tiles ? next : -1;
-                    mbarrier_arrive(msg_full_u32 + 8 * (msg & 1));
-                }
-                mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
-                const int w = warp_uniform(msg_tile[msg & 1]);
-                mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
-                const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, max(w, 0), num_m);
-                const int n_blocks = w >= 0 ? tw.n_blocks : 0;
-                if (copier && n_blocks > 0) {
-                    const int b = q_use % kQBuffers;
-                    mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
-                    load_tile<T, kHeadDim, kBlockM>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
-                }
-                if (n_blocks > 0) ++q_use;
-                if (w_last >= 0) {
-                    if (copier) {
-                        const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
-                        const int u = kv - 1, s = u % kStages;
-                        mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                        load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s,
-                                                                  tw_last.head / kv_group, 0, tw_last.batch, rank);
-                    }
-                    pending = kv - 1;
-                }
-#pragma unroll 1
-                for (int i = 0; i < max(n_blocks, 1); ++i) {
-                    const int u = kv + i;
-                    if (copier && i < n_blocks) {
-                        const int head_kv = tw.head / kv_group;
-                        if (i > 0) {
-                            const int s_v = (u - 1) % kStages;
-                            mbarrier_wait(empty_v_u32 + 8 * s_v, (((u - 1) / kStages) & 1) ^ 1);
-                            load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sV_u32 + s_v * kSlotBytes, &map_v, full_v_u32 + 8 * s_v, head_kv,
-                                                                      (n_blocks - i) * kBlockN, tw.batch, rank);
-                        }
-                        const int s = u % kStages;
-                        mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                        load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
-                                                                  (n_blocks - 1 - i) * kBlockN, tw.batch, rank);
-                    }
-                    const int v = i > 0 ? u - 1 : pending;
-                    if (v >= 0) {
-                        const int s = v % kStages;
-                        const uint32_t phase = (v / kStages) & 1;
-                        mbarrier_wait(full_v_u32 + 8 * s, phase);
-                        mbarrier_wait(empty_vt_u32 + 8 * s, phase ^ 1);
-                        const uint32_t v_tile = sV_u32 + s * kSlotBytes, vt_tile = sVt_u32 + s * kSlotBytes;
-                        __syncwarp();
-                        if (warp == 0)
-                            transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 0>(v_tile, vt_tile);
-                        else if (warp == 1)
-                            transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 1>(v_tile, vt_tile);
-                        else if (warp == 2)
-                            transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 2>(v_tile, vt_tile);
-                        else
-                            transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 3>(v_tile, vt_tile);
-                        fence_proxy_async();
-                        named_barrier_sync(kTransposeBarrier, kTransposeWarps * 32);
-                        if (threadIdx.x == 32) {
-                            mbarrier_arrive(full_vt_u32 + 8 * s);
-                            release_slot<kCluster>(empty_v_u32 + 8 * s);
-                        }
-                    }
-                }
-                pending = -1;
-                if (w < 0) break;
-                w_last = n_blocks > 0 ? w : -1;
-                kv += n_blocks;
-                if (copier) next = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : next + (int)gridDim.x;
-            }
-        } else if (threadIdx.x == 0) {
+        if (threadIdx.x == 0) {
             tma_prefetch_map(&map_q);
             tma_prefetch_map(&map_k);
             tma_prefetch_map(&map_v);
