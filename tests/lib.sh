@@ -80,7 +80,7 @@ build_variant() {
 #           take shapes of their own for short sequences (192 query rows at head_dim 64, 192-key
 #           e4m3 tiles), with tails in both.
 # SANITIZER_PROBLEMS="long" (say) runs some of them only: a whole sanitizer pass over every stage
-# takes longer than one call on a lent GPU allows, so it can be split by problem as well as by stage.
+# takes a long time, and can be split by problem as well as by stage.
 SANITIZER_PROBLEMS=${SANITIZER_PROBLEMS:-tails no-key nomask long}
 sanitizer_problem() {
     case $1 in
