@@ -27,7 +27,7 @@ profile: $(BUILD)/allstages
 	@bash tools/profile.sh $(K_NN) $(PROFILE_ARGS)
 
 sanitize: $(BUILD)/allstages
-	@SANITIZER_TOOLS="memcheck racecheck synccheck initcheck" bash tests/test_sanitizer.sh $(BUILD)/allstages \
+	@SANITIZER_TOOLS="$${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}" bash tests/test_sanitizer.sh $(BUILD)/allstages \
 	    | tee $(BUILD)/sanitize.log
 	@echo "$$(grep -c '^PASS' $(BUILD)/sanitize.log) passed, $$(grep -c '^FAIL' $(BUILD)/sanitize.log) failed," \
 	    "$$(grep -c '^SKIP' $(BUILD)/sanitize.log) skipped (log: $(BUILD)/sanitize.log)"
