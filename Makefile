@@ -89,6 +89,7 @@ help:
 	@echo "  make sass K=05       registers/smem/spills, PTX and SASS instruction histograms (sass-table: every stage)"
 	@echo "  make profile K=05    ncu: tensor pipe, smem bank conflicts, occupancy, DRAM (needs ncu + GPU)"
 	@echo "  make sanitize        compute-sanitizer memcheck/racecheck/synccheck/initcheck on every stage"
+	@echo "  make xu-pipe         sm_90a: the exponentials' and the e4m3 conversions' pipes (docs/15)"
 	@echo "  make grade K=05 SRC=f.cu  grade a student's stage (docs/assignments.md)"
 	@echo "  make clean          remove build/ and ./run"
 	@echo "Variables: ARCH (nvcc -gencode flags, or 'here'; default sm_80 + sm_90), NVCC, PYTHON"

@@ -6,7 +6,7 @@ K_NN   := $(if $(K),$(shell echo '$(K)' | awk '/^[0-9]+$$/ { printf "%02d", $$1 
 K_DIR  := $(if $(K_NN),$(call STAGE_DIR,$(K_NN)))
 K_PREV := $(lastword $(foreach s,$(STAGES),$(if $(K_NN),$(if $(shell test $(s) -lt $(K_NN) && echo y),$(s)))))
 
-.PHONY: diff sass sass-table profile sanitize grade
+.PHONY: diff sass sass-table profile sanitize grade xu-pipe
 
 diff:
 	@bash tools/diff.sh '$(A)' '$(B)'
@@ -42,3 +42,11 @@ grade: $(HARNESS_OBJ) $(API_OBJ) $(if $(K_PREV),$(BUILD)/kernel$(K_PREV).o)
 	@STAGE_GENCODE='$(call STAGE_GENCODE,$(K_NN))' PREV_NN='$(K_PREV)' \
 	 STAGE_FP8='$(call STAGE_FP8,$(K_NN))' PREV_FP8='$(if $(K_PREV),$(call STAGE_FP8,$(K_PREV)),0)' \
 	 LINK_OBJS='$(HARNESS_OBJ) $(API_OBJ)' bash tools/grade.sh $(K_NN) '$(SRC)'
+
+# The pipe microbenchmark behind docs/15's reading of the exponentials and P's conversions: sm_90a.
+$(BUILD)/xu_pipe: tools/xu_pipe.cu | have-nvcc
+	@mkdir -p $(BUILD)
+	$(NVCC) $(NVFLAGS) $(call ARCH_GENCODE,sm_90a) $< -o $@
+
+xu-pipe: $(BUILD)/xu_pipe
+	@$(BUILD)/xu_pipe
