@@ -1,5 +1,6 @@
-# Classroom and inspection tools: diff, sass, sass-table, profile, sanitize, grade. Included at the
-# end of the Makefile; the work is done by the scripts under tools/ (and tests/test_sanitizer.sh).
+# Classroom and inspection tools: diff, sass, sass-table, profile, sanitize, grade, xu-pipe.
+# Included at the end of the Makefile; the work is done by the scripts under tools/ (and
+# tests/test_sanitizer.sh).
 
 # K=5 and K=05 both name stage 05; K_PREV is the stage before it.
 K_NN   := $(if $(K),$(shell echo '$(K)' | awk '/^[0-9]+$$/ { printf "%02d", $$1 + 0 }'))
