@@ -92,6 +92,35 @@ else
     bad "tools/sass_loop.py counts a listed loop" "$(head -c 300 "$T/loop.out")"
 fi
 
+# tools/ncu_loop.py on a source page written here: a loop run 10 times by a warp (its turn barrier's
+# count), an S wgmma of 128 keys (a descriptor as A) and a P V (P from registers), two FMUL per
+# iteration: 0.016 FMUL per key, 2.0 per iteration, 7 instructions per iteration in all; then the stored table of docs/15 is what the
+# tool makes of the stored pages.
+cat >"$T/page.csv" <<'CSV'
+"Kernel Name","toy_kernel"
+"Address","Source","Instructions Executed"
+"0x10","BAR.SYNC.DEFER_BLOCKING R0, 0x100","10"
+"0x20","WARPGROUP.ARRIVE","10"
+"0x30","HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT","10"
+"0x40","HGMMA.64x64x16.F32.BF16 R40, R4, gdesc[UR9], R40, gsb0","10"
+"0x50","FMUL R2, R2, R3","20"
+"0x60","@P0 BRA 0x10","10"
+"0x70","EXIT","1"
+CSV
+python3 tools/ncu_loop.py "$T/page.csv" >"$T/page.out" 2>&1
+if grep -q "10 warp-iterations of 128 keys" "$T/page.out" && grep -qE '^FMUL +0\.016 \(   2\.0\)' "$T/page.out" \
+        && grep -qE '^total +0\.055 \(   7\.0\)' "$T/page.out"; then
+    ok "tools/ncu_loop.py counts a loop's instructions per key"
+else
+    bad "tools/ncu_loop.py counts a loop's instructions per key" "$(head -c 300 "$T/page.out")"
+fi
+if python3 tools/ncu_loop.py plots/ncu/source/nvidia_h200_kernel15_headline_e4m3.csv plots/ncu/source/nvidia_h200_fa3_headline_e4m3.csv \
+        | cmp -s - plots/ncu/source/loop_per_key_e4m3.txt; then
+    ok "plots/ncu/source/loop_per_key_e4m3.txt is tools/ncu_loop.py's table of the stored pages"
+else
+    bad "plots/ncu/source/loop_per_key_e4m3.txt is tools/ncu_loop.py's table of the stored pages" "rerun the tool into it"
+fi
+
 # tools/ncu_metrics.sh refuses a problem it cannot name before it looks for ncu or a GPU.
 for pr in sweep/96/1024 sweep/128/1000 headline/bogus; do
     NCU_PROBLEM=$pr bash tools/ncu_metrics.sh "$T/ncu.csv" 13 >"$T/ncu.out" 2>&1

@@ -67,7 +67,7 @@ def main():
     print("executed instructions of the consumer loop, per warp and key (per warp and iteration in brackets)")
     for name, iterations, keys, _ in runs:
         print(f"  {name}: {iterations} warp-iterations of {keys} keys")
-    ops = sorted({o for *_, c in runs for o in c}, key=lambda o: -max(c[o] / (n * k) for _, n, k, c in runs))
+    ops = sorted({o for *_, c in runs for o in c}, key=lambda o: (-max(c[o] / (n * k) for _, n, k, c in runs), o))
     width = max(len(name) for name, *_ in runs)
     print(f"{'opcode':12s} " + " ".join(f"{name:>{max(width, 16)}s}" for name, *_ in runs))
     for o in ops + ["total"]:
