@@ -5,8 +5,9 @@
 # and, on the stages that take it, e4m3.
 # Usage (through make test / make sanitize): test_sanitizer.sh BINARY
 # SANITIZER_TOOLS picks the tools (default "memcheck racecheck synccheck"; make sanitize adds
-# initcheck), SANITIZER_STAGES the stage numbers (default every stage, e.g. SANITIZER_STAGES="8"),
-# SANITIZER_PROBLEMS the problems of tests/lib.sh (default all four, e.g. SANITIZER_PROBLEMS=long).
+# initcheck unless SANITIZER_TOOLS is set), SANITIZER_STAGES the stage numbers (default every
+# stage, e.g. SANITIZER_STAGES="8"), SANITIZER_PROBLEMS the problems of tests/lib.sh (default all
+# four, e.g. SANITIZER_PROBLEMS=long).
 # A stage this GPU cannot run is skipped with the reason ./run gives.
 set -u
 cd "$(dirname "$0")/.."

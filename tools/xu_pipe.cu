@@ -8,8 +8,9 @@
  * conversion per two), the bf16x2 conversion and an FFMA for scale. If the conversions shared the
  * MUFU unit, the mixed mode would take the two single modes' cycles added; if they run elsewhere it
  * takes the exponentials' alone. */
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 template <int kMode>
 __global__ void bench(float seed, uint32_t *out, long long *cycles, int iters) {
   float x[8], facc[8];
@@ -36,7 +37,7 @@ __global__ void bench(float seed, uint32_t *out, long long *cycles, int iters) {
         asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(e) : "f"(x[i]), "f"(x[(i + 1) % 8]));
         acc[i] ^= e;
       }
-      if (kMode == 4) {  // the FMA pipe alone, for scale: two dependent-free FFMA per op
+      if (kMode == 4) {  // the FMA pipe alone, for scale: one FFMA per op
         facc[i] = fmaf(x[i], 1.0001f, facc[i]);
       }
     }
@@ -48,21 +49,30 @@ __global__ void bench(float seed, uint32_t *out, long long *cycles, int iters) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = r;
   if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
 }
+static void check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess) {
+    fprintf(stderr, "xu_pipe: %s: %s (it needs an sm_90 GPU)\n", what, cudaGetErrorString(e));
+    exit(1);
+  }
+}
 int main() {
-  uint32_t *out; long long *cyc; cudaMalloc(&out, 132 * 512 * 4); cudaMalloc(&cyc, 132 * 8);
+  // One block of 512 threads per SM: 16 warps, 4 on each of its 4 schedulers (SMSPs).
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  uint32_t *out;
+  long long *cyc;
+  check(cudaMalloc(&out, (size_t)sms * 512 * 4), "cudaMalloc");
+  check(cudaMalloc(&cyc, (size_t)sms * 8), "cudaMalloc");
   const int iters = 4096;
   const char *names[] = {"ex2 x8", "e4m3x2 cvt x8", "ex2 x8 + e4m3x2 cvt x4", "bf16x2 cvt x8", "ffma x8"};
+  void (*kernels[])(float, uint32_t *, long long *, int) = {bench<0>, bench<1>, bench<2>, bench<3>, bench<4>};
   for (int mode = 0; mode < 5; ++mode) {
-    for (int rep = 0; rep < 2; ++rep) {
-      if (mode == 0) bench<0><<<132, 512>>>(1e-3f, out, cyc, iters);
-      if (mode == 1) bench<1><<<132, 512>>>(1e-3f, out, cyc, iters);
-      if (mode == 2) bench<2><<<132, 512>>>(1e-3f, out, cyc, iters);
-      if (mode == 3) bench<3><<<132, 512>>>(1e-3f, out, cyc, iters);
-      if (mode == 4) bench<4><<<132, 512>>>(1e-3f, out, cyc, iters);
-    }
-    long long c; cudaMemcpy(&c, cyc, 8, cudaMemcpyDeviceToHost);
-    // 16 warps per block = 4 per SMSP; per iteration each warp issues 8 (or 8+4) such instructions.
-    // 16 warps = 4 per SMSP, 8 ops of the first kind per warp-iteration: 32 per SMSP per iteration.
+    for (int rep = 0; rep < 2; ++rep) kernels[mode]<<<sms, 512>>>(1e-3f, out, cyc, iters);  // the second one counts
+    check(cudaGetLastError(), "launch");
+    long long c;
+    check(cudaMemcpy(&c, cyc, 8, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    // 4 warps per SMSP, 8 ops of the first kind per warp-iteration: 32 per SMSP per iteration.
     printf("%-26s %10lld cycles, %.2f SMSP cycles per warp instruction of the first kind\n", names[mode], c, (double)c / (iters * 32.0));
   }
   printf("%s\n", cudaGetErrorString(cudaDeviceSynchronize()));
