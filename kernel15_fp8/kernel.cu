@@ -14,8 +14,9 @@
  *            empty barriers of its own, the transposing warps reading the producer's messages, P
  *            packed by pack_p_e4m3, the k32 steps of qk_tile and pv_tile, p_shift, O staged and
  *            stored in bf16, the LSE corrected by 8 ln 2; and, since e4m3 tiles leave the warps'
- *            instructions the limit, O's rescale skipped where no row's max grew, and 192-key tiles
- *            past 1024 keys, over which each tile's fixed costs spread. The bf16 and fp16 kernels
+ *            instructions the limit, O's rescale skipped where no row's max grew, and longer key
+ *            tiles past 1024 keys (192 at head_dim 128; 160 at 64, 128 causal, for three
+ *            consumers), over which each tile's fixed costs spread. The bf16 and fp16 kernels
  *            are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
  * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile,
  *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
@@ -82,14 +83,22 @@ struct TileShape {
 #ifndef FLASH_SHORT_CAUSAL
 #define FLASH_SHORT_CAUSAL 1024
 #endif
-/* e4m3 inputs: 128 query rows, two consumers and no cluster at both head_dims, causal or not, the
- * producer warpgroup's other three warps transposing V; and 192 keys per tile, which spread each
+/* e4m3 inputs: no cluster, causal or not, the producer warpgroup's other three warps transposing
+ * V. At head_dim 128, 128 query rows for two consumers and 192 keys per tile, which spread each
  * tile's fixed costs (the turn, the waits, the GEMMs' issue, P's packing) over half as many keys
- * again. Where the keys are few (seqlen_k up to FLASH_SHORT_FP8) 128: 1k keys are 5.3 tiles of
- * 192, and the spare keys of the last tile cost more than the longer tiles save (docs/15 measures
- * the shapes). */
-#ifndef FLASH_TILE_FP8
-#define FLASH_TILE_FP8 128, 192, 2, 232, 2, 1, 1
+ * again. At head_dim 64, as in bf16, 192 query rows for three consumers of 160 registers; those
+ * hold an S of 160 keys without a mask (FlashAttention-3's e4m3 shape there), and of 128 with one
+ * (at 160 ptxas spills the causal loop). Where the keys are few (seqlen_k up to FLASH_SHORT_FP8)
+ * 128 rows by 128 keys: 1k keys are 5.3 tiles of 192, and the spare keys of the last tile cost
+ * more than the longer tiles save (docs/15 measures the shapes). */
+#ifndef FLASH_TILE_FP8_D128
+#define FLASH_TILE_FP8_D128 128, 192, 2, 232, 2, 1, 1
+#endif
+#ifndef FLASH_TILE_FP8_D64
+#define FLASH_TILE_FP8_D64 192, 160, 3, 160, 2, 1, 1
+#endif
+#ifndef FLASH_TILE_FP8_D64_CAUSAL
+#define FLASH_TILE_FP8_D64_CAUSAL 192, 128, 3, 160, 2, 1, 1
 #endif
 #ifndef FLASH_TILE_FP8_SHORT
 #define FLASH_TILE_FP8_SHORT 128, 128, 2, 232, 2, 1, 1
@@ -103,7 +112,9 @@ template <> struct Tile<128, false, false, false> : TileShape<FLASH_TILE_D128> {
 template <> struct Tile<64, true, false, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
 template <> struct Tile<128, true, false, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
 template <> struct Tile<64, true, true, false> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
-template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, false, true> : TileShape<FLASH_TILE_FP8> {};
+template <bool kCausal> struct Tile<128, kCausal, false, true> : TileShape<FLASH_TILE_FP8_D128> {};
+template <> struct Tile<64, false, false, true> : TileShape<FLASH_TILE_FP8_D64> {};
+template <> struct Tile<64, true, false, true> : TileShape<FLASH_TILE_FP8_D64_CAUSAL> {};
 template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, true, true> : TileShape<FLASH_TILE_FP8_SHORT> {};
 
 /* e4m3 inputs are one byte (the other dtypes two), and their O is written in bf16. */
@@ -1148,7 +1159,8 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
 template <typename T>
 static int launch_dtype(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
     if constexpr (is_fp8<T>()) {
-        /* e4m3: 128-key tiles where the keys are few (FLASH_TILE_FP8_SHORT), 192 otherwise. */
+        /* e4m3: 128 x 128 tiles where the keys are few (FLASH_TILE_FP8_SHORT), the shapes above
+         * otherwise. */
         const bool few_keys = p->seqlen_k <= FLASH_SHORT_FP8;
         if (p->head_dim == 64) {
             if (p->causal)

@@ -7,7 +7,7 @@
 # SANITIZER_TOOLS picks the tools (default "memcheck racecheck synccheck"; make sanitize adds
 # initcheck unless SANITIZER_TOOLS is set), SANITIZER_STAGES the stage numbers (default every
 # stage, e.g. SANITIZER_STAGES="8"), SANITIZER_PROBLEMS the problems of tests/lib.sh (default all
-# four, e.g. SANITIZER_PROBLEMS=long).
+# five, e.g. SANITIZER_PROBLEMS=long).
 # A stage this GPU cannot run is skipped with the reason ./run gives.
 set -u
 cd "$(dirname "$0")/.."

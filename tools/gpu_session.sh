@@ -7,7 +7,7 @@
 #   matrix     the correctness matrix alone, every stage (MATRIX_STAGE=13: that stage only)
 #   sanitize   make sanitize: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #              (SANITIZER_STAGES="13": those stages only, default every stage; SANITIZER_PROBLEMS="long":
-#              that problem of tests/lib.sh only, default all four; SANITIZER_TOOLS="racecheck": those
+#              that problem of tests/lib.sh only, default all five; SANITIZER_TOOLS="racecheck": those
 #              tools only)
 #   api        tests/test_api.py: the C API through ctypes, its GPU checks included
 #   nokey      the no-key problem (causal, whole query tiles that see no key, filling the GPU): ten
