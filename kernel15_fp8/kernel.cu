@@ -22,9 +22,9 @@
  *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
  *            arithmetic; docs/15: the profile beside FlashAttention-3's).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit 4a52365): 625.1 TFLOP/s, 0.96x FA3, 0.98x stage 14; causal 552.5 TFLOP/s, 0.94x
- *            FA3, 0.99x stage 14. In e4m3: 837.0 TFLOP/s, 0.97x FA3 e4m3, 1.32x stage 14 bf16;
- *            causal 750.1 TFLOP/s, 0.97x FA3 e4m3, 1.34x stage 14 bf16.
+ *            commit 47e3806): 621.4 TFLOP/s, 0.96x FA3, 0.98x stage 14; causal 555.2 TFLOP/s, 0.93x
+ *            FA3, 0.98x stage 14. In e4m3: 849.7 TFLOP/s, 0.97x FA3 e4m3, 1.33x stage 14 bf16;
+ *            causal 765.4 TFLOP/s, 0.98x FA3 e4m3, 1.35x stage 14 bf16.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel15 && ./run --dtype e4m3
  * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
