@@ -18,10 +18,11 @@
  *             wait for both: both blocks must hold the whole box, in both phases.
  *   e4m3      stage 15's fp8 path as one piece: Q, K and V e4m3 tiles brought in by TMA (one box
  *             of 128-byte rows in the 128-byte swizzle at head_dim 128, of 64-byte rows in the
- *             64-byte swizzle at 64, K and V with a zero-filled tail), S = Q K^T by wgmma m64n128k32
- *             (K-major descriptors of either swizzle), P = S scaled and packed to e4m3 in the A
- *             fragment's key order (pack_p_e4m3), V transposed in shared memory in the same order
- *             (transpose_v_e4m3), O = P V by wgmma m64n{64,128}k32 with A from registers.
+ *             64-byte swizzle at 64, K and V with a zero-filled tail), S = Q K^T by wgmma
+ *             m64n{128,160,192}k32, the stage's tiles of keys (K-major descriptors of either
+ *             swizzle), P = S scaled and packed to e4m3 in the A fragment's key order
+ *             (pack_p_e4m3), V transposed in shared memory in the same order (transpose_v_e4m3,
+ *             a column block per 128 keys), O = P V by wgmma m64n{64,128}k32 with A from registers.
  * bf16 and fp16 throughout, and e4m3 where stage 15 uses it. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
  * GPU other than sm_90 everything is skipped with the reason.
  */
@@ -343,20 +344,22 @@ static void test_tma(const char *tname, flash_dtype dtype) {
 
 /* ---- e4m3: TMA, wgmma k32, P's fragments, V's transpose --------------------------------------- */
 
-constexpr int kF8Keys = 128;  // keys of the K and V tiles (the S tile's N)
-constexpr int kF8Rows = 64;   // query rows (one warpgroup)
+constexpr int kF8Rows = 64;  // query rows (one warpgroup)
 
-/* One warpgroup, the fp8 path of stage 15 on one tile. TMA brings Q [64, D], K and V [128, D]
- * (seqlen_k rows inside the tensor, the rest zero-filled); S = Q K^T; P = e4m3(S * p_scale) packed
- * as the A fragment; V^T written by the four warps; O = P V. Out: S [64, 128] f32, P's bytes at
- * their (row, key) places [64, 128] (through the key order of pack_p_e4m3, so a wrong packing shows
- * as P in the wrong place), O [64, D] f32, and V's tile as TMA wrote it, byte for byte [128 * D]. */
-template <int D>
+/* One warpgroup, the fp8 path of stage 15 on one tile of Keys keys (each N of S the stage runs:
+ * 128, 160, 192). TMA brings Q [64, D], K and V [Keys, D] (seqlen_k rows inside the tensor, the
+ * rest zero-filled); S = Q K^T; P = e4m3(S * p_scale) packed as the A fragment; V^T ([D, Keys], a
+ * column block per 128 keys) written by the four warps; O = P V. Out: S [64, Keys] f32, P's bytes
+ * at their (row, key) places [64, Keys] (through the key order of pack_p_e4m3, so a wrong packing
+ * shows as P in the wrong place), O [64, D] f32, and V's tile as TMA wrote it, byte for byte
+ * [Keys * D]. */
+template <int D, int Keys>
 __global__ void __launch_bounds__(128) wgmma_e4m3_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                                         const __grid_constant__ CUtensorMap map_v, float p_scale, float *s_out,
                                                         uint8_t *p_out, float *o_out, uint8_t *v_raw_out) {
-    constexpr int kQBytes = kF8Rows * D, kTileBytes = kF8Keys * D;
-    /* 56 KiB at D = 128: dynamic shared memory, aligned by hand to the 1024-byte atoms. */
+    constexpr int kQBytes = kF8Rows * D, kTileBytes = Keys * D;
+    /* Up to 90 KiB (D = 128, 192 keys): dynamic shared memory, aligned by hand to the 1024-byte
+     * atoms. */
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sQ = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~(uintptr_t)1023);
     uint8_t *sK = sQ + kQBytes, *sV = sK + kTileBytes, *sVt = sV + kTileBytes;
@@ -376,14 +379,14 @@ __global__ void __launch_bounds__(128) wgmma_e4m3_kernel(const __grid_constant__
     mbarrier_wait(bar_addr, 0);
     for (int i = threadIdx.x; i < kTileBytes; i += 128) v_raw_out[i] = sV[i];
 
-    /* V^T, [D, 128 keys], while S runs: 16 keys by 32 bytes of head per warp and call. */
+    /* V^T, [D, Keys], while S runs: 16 keys by 32 bytes of head per warp and call. */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int u = warp; u < (kF8Keys / 16) * (D / 32); u += 4)
-        transpose_v_e4m3<D, D>(smem_u32(sV), smem_u32(sVt), u % (kF8Keys / 16), u / (kF8Keys / 16));
+    for (int u = warp; u < (Keys / 16) * (D / 32); u += 4)
+        transpose_v_e4m3<D, D>(smem_u32(sV), smem_u32(sVt), u % (Keys / 16), u / (Keys / 16));
     fence_proxy_async();
     __syncthreads();
 
-    float acc_s[kF8Keys / 8][4];
+    float acc_s[Keys / 8][4];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 32; ++kk) {
@@ -395,29 +398,30 @@ __global__ void __launch_bounds__(128) wgmma_e4m3_kernel(const __grid_constant__
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold(acc_s);
-    store_acc(s_out, kF8Keys, acc_s);
+    store_acc(s_out, Keys, acc_s);
 
 #pragma unroll
-    for (int j = 0; j < kF8Keys / 8; ++j)
+    for (int j = 0; j < Keys / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_s[j][e] *= p_scale;
-    uint32_t p[kF8Keys / 32][4];
+    uint32_t p[Keys / 32][4];
 #pragma unroll
-    for (int kk = 0; kk < kF8Keys / 32; ++kk) pack_p_e4m3(acc_s, kk, p[kk]);
+    for (int kk = 0; kk < Keys / 32; ++kk) pack_p_e4m3(acc_s, kk, p[kk]);
     /* Register a[i] of step kk holds row g + 8 (i % 2), keys 32 kk + 16 (i / 2) + key(4t + byte). */
     const int g = lane / 4, t = lane % 4, row_g = 16 * warp + g;
-    for (int kk = 0; kk < kF8Keys / 32; ++kk)
+    for (int kk = 0; kk < Keys / 32; ++kk)
         for (int i = 0; i < 4; ++i)
             for (int byte = 0; byte < 4; ++byte) {
                 const int L = 4 * t + byte, key = 32 * kk + 16 * (i / 2) + 8 * ((L % 4) / 2) + 2 * (L / 4) + L % 2;
-                p_out[(row_g + 8 * (i % 2)) * kF8Keys + key] = (uint8_t)(p[kk][i] >> (8 * byte));
+                p_out[(row_g + 8 * (i % 2)) * Keys + key] = (uint8_t)(p[kk][i] >> (8 * byte));
             }
 
     float acc_o[D / 8][4];
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kF8Keys / 32; ++kk)
-        wgmma_rs(acc_o, p[kk], wgmma_desc_k_major(smem_u32(sVt) + 32 * kk), kk > 0, __nv_fp8_e4m3());
+    for (int kk = 0; kk < Keys / 32; ++kk)
+        wgmma_rs(acc_o, p[kk], wgmma_desc_k_major(smem_u32(sVt) + (32 * kk / 128) * D * 128 + 32 * kk % 128), kk > 0,
+                 __nv_fp8_e4m3());
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold(acc_o);
@@ -442,88 +446,89 @@ static uint8_t e4m3_nearest(float x) {
     return best;
 }
 
-template <int D>
+template <int D, int Keys>
 static void test_e4m3(int seqlen_k) {
     /* Codes of small values (|x| <= 2, every product and k-sum of Q K^T exact in f32). */
-    uint8_t *hq = (uint8_t *)malloc(kF8Rows * D), *hk = (uint8_t *)calloc(kF8Keys * D, 1), *hv = (uint8_t *)calloc(kF8Keys * D, 1);
+    uint8_t *hq = (uint8_t *)malloc(kF8Rows * D), *hk = (uint8_t *)calloc(Keys * D, 1), *hv = (uint8_t *)calloc(Keys * D, 1);
     srand(4321 + D);
     for (int i = 0; i < kF8Rows * D; ++i) hq[i] = e4m3_nearest((rand() % 17 - 8) / 4.0f);
     for (int i = 0; i < seqlen_k * D; ++i) hk[i] = e4m3_nearest((rand() % 17 - 8) / 4.0f);
     for (int i = 0; i < seqlen_k * D; ++i) hv[i] = e4m3_nearest((rand() % 17 - 8) / 4.0f);
     const float p_scale = 1.0f / 16;
-    double *s_ref = (double *)malloc(kF8Rows * kF8Keys * sizeof(double)), *o_ref = (double *)malloc(kF8Rows * D * sizeof(double));
+    double *s_ref = (double *)malloc(kF8Rows * Keys * sizeof(double)), *o_ref = (double *)malloc(kF8Rows * D * sizeof(double));
     for (int r = 0; r < kF8Rows; ++r)
-        for (int c = 0; c < kF8Keys; ++c) {
+        for (int c = 0; c < Keys; ++c) {
             double acc = 0;
             for (int x = 0; x < D; ++x) acc += (double)e4m3_value(hq[r * D + x]) * e4m3_value(hk[c * D + x]);
-            s_ref[r * kF8Keys + c] = acc;
+            s_ref[r * Keys + c] = acc;
         }
     uint8_t *dq, *dk, *dv, *dp, *draw;
     float *ds, *dout;
     CUDA_OK(cudaMalloc(&dq, kF8Rows * D));
     CUDA_OK(cudaMalloc(&dk, seqlen_k * D));
     CUDA_OK(cudaMalloc(&dv, seqlen_k * D));
-    CUDA_OK(cudaMalloc(&dp, kF8Rows * kF8Keys));
-    CUDA_OK(cudaMalloc(&draw, kF8Keys * D));
-    CUDA_OK(cudaMalloc(&ds, kF8Rows * kF8Keys * sizeof(float)));
+    CUDA_OK(cudaMalloc(&dp, kF8Rows * Keys));
+    CUDA_OK(cudaMalloc(&draw, Keys * D));
+    CUDA_OK(cudaMalloc(&ds, kF8Rows * Keys * sizeof(float)));
     CUDA_OK(cudaMalloc(&dout, kF8Rows * D * sizeof(float)));
     CUDA_OK(cudaMemcpy(dq, hq, kF8Rows * D, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dk, hk, seqlen_k * D, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dv, hv, seqlen_k * D, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(ds, 0xff, kF8Rows * kF8Keys * sizeof(float)));
+    CUDA_OK(cudaMemset(ds, 0xff, kF8Rows * Keys * sizeof(float)));
     CUDA_OK(cudaMemset(dout, 0xff, kF8Rows * D * sizeof(float)));
-    CUDA_OK(cudaMemset(dp, 0x7f, kF8Rows * kF8Keys));  // e4m3 NaN: a byte never written fails
+    CUDA_OK(cudaMemset(dp, 0x7f, kF8Rows * Keys));  // e4m3 NaN: a byte never written fails
     CUtensorMap map_q, map_k, map_v;
     if (flash_tma_map(&map_q, dq, FLASH_E4M3, 1, kF8Rows, 1, D, kF8Rows, "hopper_units", "q") ||
-        flash_tma_map(&map_k, dk, FLASH_E4M3, 1, seqlen_k, 1, D, kF8Keys, "hopper_units", "k") ||
-        flash_tma_map(&map_v, dv, FLASH_E4M3, 1, seqlen_k, 1, D, kF8Keys, "hopper_units", "v")) {
-        printf("FAIL: e4m3 d%d: %s\n", D, flash_strerror(FLASH_E_CUDA));
+        flash_tma_map(&map_k, dk, FLASH_E4M3, 1, seqlen_k, 1, D, Keys, "hopper_units", "k") ||
+        flash_tma_map(&map_v, dv, FLASH_E4M3, 1, seqlen_k, 1, D, Keys, "hopper_units", "v")) {
+        printf("FAIL: e4m3 d%d n%d: %s\n", D, Keys, flash_strerror(FLASH_E_CUDA));
         n_fail++;
         return;
     }
-    const int kSmem = (kF8Rows + 3 * kF8Keys) * D + 1024;
-    CUDA_OK(cudaFuncSetAttribute(wgmma_e4m3_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    wgmma_e4m3_kernel<D><<<1, 128, kSmem>>>(map_q, map_k, map_v, p_scale, ds, dp, dout, draw);
+    const int kSmem = (kF8Rows + 2 * Keys) * D + D * ((Keys + 127) / 128) * 128 + 1024;  // Q, K, V, V^T
+    CUDA_OK(cudaFuncSetAttribute(wgmma_e4m3_kernel<D, Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    wgmma_e4m3_kernel<D, Keys><<<1, 128, kSmem>>>(map_q, map_k, map_v, p_scale, ds, dp, dout, draw);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
-    float *hs = (float *)malloc(kF8Rows * kF8Keys * sizeof(float)), *ho = (float *)malloc(kF8Rows * D * sizeof(float));
-    uint8_t *hp = (uint8_t *)malloc(kF8Rows * kF8Keys), *hraw = (uint8_t *)malloc(kF8Keys * D);
-    CUDA_OK(cudaMemcpy(hraw, draw, kF8Keys * D, cudaMemcpyDeviceToHost));
+    float *hs = (float *)malloc(kF8Rows * Keys * sizeof(float)), *ho = (float *)malloc(kF8Rows * D * sizeof(float));
+    uint8_t *hp = (uint8_t *)malloc(kF8Rows * Keys), *hraw = (uint8_t *)malloc(Keys * D);
+    CUDA_OK(cudaMemcpy(hraw, draw, Keys * D, cudaMemcpyDeviceToHost));
     /* V's box as TMA laid it out: key k, head byte c at sw128_byte (128-byte rows) or sw64_byte
      * (64-byte rows), the layouts the transpose reads; keys past seqlen_k zero. */
     int bad_raw = -1;
-    for (int k = 0; k < kF8Keys && bad_raw < 0; ++k)
+    for (int k = 0; k < Keys && bad_raw < 0; ++k)
         for (int cc = 0; cc < D && bad_raw < 0; ++cc) {
             const uint8_t want = k < seqlen_k ? hv[k * D + cc] : 0;
-            if (hraw[D == 128 ? sw128_byte(kF8Keys, k, cc) : sw64_byte(k, cc)] != want) bad_raw = k * D + cc;
+            if (hraw[D == 128 ? sw128_byte(Keys, k, cc) : sw64_byte(k, cc)] != want) bad_raw = k * D + cc;
         }
     if (bad_raw < 0)
-        printf("PASS: e4m3 d%d: TMA's box of V is the layout of %s\n", D, D == 128 ? "sw128_byte" : "sw64_byte"), n_pass++;
+        printf("PASS: e4m3 d%d n%d: TMA's box of V is the layout of %s\n", D, Keys, D == 128 ? "sw128_byte" : "sw64_byte"), n_pass++;
     else
-        printf("FAIL: e4m3 d%d: V key %d byte %d is not where %s puts it\n", D, bad_raw / D, bad_raw % D,
+        printf("FAIL: e4m3 d%d n%d: V key %d byte %d is not where %s puts it\n", D, Keys, bad_raw / D, bad_raw % D,
                D == 128 ? "sw128_byte" : "sw64_byte"), n_fail++;
-    CUDA_OK(cudaMemcpy(hs, ds, kF8Rows * kF8Keys * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(hp, dp, kF8Rows * kF8Keys, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hs, ds, kF8Rows * Keys * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hp, dp, kF8Rows * Keys, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(ho, dout, kF8Rows * D * sizeof(float), cudaMemcpyDeviceToHost));
 
     int r, c;
-    const double e_s = max_err(hs, s_ref, kF8Rows, kF8Keys, &r, &c);
+    const double e_s = max_err(hs, s_ref, kF8Rows, Keys, &r, &c);
     if (e_s == 0)
-        printf("PASS: e4m3 d%d: TMA boxes of %d-byte rows (%s swizzle, keys %d..127 zero-filled), wgmma SS m64n128k32, K-major "
-               "descriptors\n", D, D, D == 128 ? "128B" : "64B", seqlen_k), n_pass++;
+        printf("PASS: e4m3 d%d n%d: TMA boxes of %d-byte rows (%s swizzle, keys %d..%d zero-filled), wgmma SS m64n%dk32, "
+               "K-major descriptors\n", D, Keys, D, D == 128 ? "128B" : "64B", seqlen_k, Keys - 1, Keys), n_pass++;
     else
-        printf("FAIL: e4m3 d%d: S[%d][%d] = %g, want %g (TMA map of uint8 with a %d-byte box, its swizzle, the descriptor's "
-               "swizzle mode and SBO %d, +32 B per k32 step)\n", D, r, c, hs[r * kF8Keys + c], s_ref[r * kF8Keys + c], D,
+        printf("FAIL: e4m3 d%d n%d: S[%d][%d] = %g, want %g (TMA map of uint8 with a %d-byte box, its swizzle, the "
+               "descriptor's swizzle mode and SBO %d, +32 B per k32 step)\n", D, Keys, r, c, hs[r * Keys + c], s_ref[r * Keys + c], D,
                D == 128 ? 1024 : 512), n_fail++;
     /* P: every byte the nearest e4m3 to S * p_scale, at its own (row, key). */
     int bad_p = -1;
-    for (int i = 0; i < kF8Rows * kF8Keys && bad_p < 0; ++i)
+    for (int i = 0; i < kF8Rows * Keys && bad_p < 0; ++i)
         if (hp[i] != e4m3_nearest((float)(s_ref[i] * p_scale))) bad_p = i;
     if (e_s == 0 && bad_p < 0)
-        printf("PASS: e4m3 d%d: pack_p_e4m3 rounds P to nearest even e4m3 and places it in the A fragment's key order\n", D), n_pass++;
+        printf("PASS: e4m3 d%d n%d: pack_p_e4m3 rounds P to nearest even e4m3 and places it in the A fragment's key order\n", D,
+               Keys), n_pass++;
     else if (e_s == 0)
-        printf("FAIL: e4m3 d%d: P[%d][%d] = 0x%02x, want 0x%02x (cvt e4m3x2's operand order, or the byte order of pack_p_e4m3)\n",
-               D, bad_p / kF8Keys, bad_p % kF8Keys, hp[bad_p], e4m3_nearest((float)(s_ref[bad_p] * p_scale))), n_fail++;
+        printf("FAIL: e4m3 d%d n%d: P[%d][%d] = 0x%02x, want 0x%02x (cvt e4m3x2's operand order, or the byte order of "
+               "pack_p_e4m3)\n", D, Keys, bad_p / Keys, bad_p % Keys, hp[bad_p], e4m3_nearest((float)(s_ref[bad_p] * p_scale))), n_fail++;
     /* O = P V with the P the kernel packed (decoded from its bytes) and the V given. The tensor
      * cores add 8-bit products with fewer bits than f32 keeps (about 14 of mantissa, as the
      * DeepSeek-V3 report measured on the H800), so the bound is relative to the sum of the
@@ -532,8 +537,8 @@ static void test_e4m3(int seqlen_k) {
     for (int rr = 0; rr < kF8Rows; ++rr)
         for (int cc = 0; cc < D; ++cc) {
             double acc = 0, mag = 0;
-            for (int x = 0; x < kF8Keys; ++x) {
-                const double term = (double)e4m3_value(hp[rr * kF8Keys + x]) * e4m3_value(hv[x * D + cc]);
+            for (int x = 0; x < Keys; ++x) {
+                const double term = (double)e4m3_value(hp[rr * Keys + x]) * e4m3_value(hv[x * D + cc]);
                 acc += term, mag += fabs(term);
             }
             o_ref[rr * D + cc] = acc;
@@ -542,13 +547,13 @@ static void test_e4m3(int seqlen_k) {
         }
     const double e_o = worst;
     if (e_s == 0 && bad_p < 0 && e_o < 1.0 / 4096)
-        printf("PASS: e4m3 d%d: V transposed in shared memory in P's key order, wgmma RS m64n%dk32 (A from registers, V^T K-major); "
-               "worst error %.1e of sum |p v|\n", D, D, e_o), n_pass++;
+        printf("PASS: e4m3 d%d n%d: V transposed in shared memory in P's key order, wgmma RS m64n%dk32 over %d k32 steps (A "
+               "from registers, V^T K-major); worst error %.1e of sum |p v|\n", D, Keys, D, Keys / 32, e_o), n_pass++;
     else if (e_s == 0 && bad_p < 0)
-        printf("FAIL: e4m3 d%d: O[%d][%d] = %g, want %g (transpose_v_e4m3: ldmatrix.trans blocks, the byte permutes, V^T's "
-               "key order against pack_p_e4m3's)\n", D, r, c, ho[r * D + c], o_ref[r * D + c]), n_fail++;
+        printf("FAIL: e4m3 d%d n%d: O[%d][%d] = %g, want %g (transpose_v_e4m3: ldmatrix.trans blocks, the byte permutes, "
+               "V^T's key order against pack_p_e4m3's, its column blocks of 128 keys)\n", D, Keys, r, c, ho[r * D + c], o_ref[r * D + c]), n_fail++;
     else
-        printf("SKIP: e4m3 d%d: P V: its A operand is the S or P above, which is wrong\n", D);
+        printf("SKIP: e4m3 d%d n%d: P V: its A operand is the S or P above, which is wrong\n", D, Keys);
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dp), cudaFree(draw), cudaFree(ds), cudaFree(dout);
     free(hq), free(hk), free(hv), free(hp), free(hraw), free(s_ref), free(o_ref), free(hs), free(ho);
 }
@@ -687,8 +692,12 @@ int main(void) {
     test_tma<__half>("fp16", FLASH_FP16);
     test_multicast<__nv_bfloat16>("bf16", FLASH_BF16);
     test_multicast<__half>("fp16", FLASH_FP16);
-    test_e4m3<128>(100);
-    test_e4m3<64>(100);
+    /* The S tiles stage 15 runs: 128 keys (short sequences), 192 at head_dim 128 and 160 at 64
+     * (long ones); a tail in the last column block of V^T each time. */
+    test_e4m3<128, 128>(100);
+    test_e4m3<64, 128>(100);
+    test_e4m3<128, 192>(150);
+    test_e4m3<64, 160>(140);
     printf("hopper_units: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
