@@ -235,10 +235,13 @@ static void matrix_problem(matrix_state *m, const flash_problem *p, const char *
  * hits the bottom-right alignment, Sq > Sk the rows that see no key: with (300, 17) and causal,
  * rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's kBlockM;
  * (1500, 2100) is past the 1024 up to which stages 13-15 pick shapes of their own for short
- * sequences, with tails in every tile size), heads ((8, 2) is GQA) and batch 1 and 3: 160 cases. */
+ * sequences, with tails in every tile size, and (2100, 1500) the same with rows 0..599 seeing no
+ * key under the mask: whole query tiles with nothing to compute in the long shapes), heads ((8, 2)
+ * is GQA) and batch 1 and 3: 176 cases. */
 static void matrix_grid(matrix_state *m, flash_dtype dtype) {
     static const int seqs[][2] = {{1, 1},     {17, 17},   {64, 64},     {113, 203},   {203, 113},
-                                  {128, 217}, {300, 17},  {1000, 1000}, {1023, 1024}, {1500, 2100}};
+                                  {128, 217}, {300, 17},  {1000, 1000}, {1023, 1024}, {1500, 2100},
+                                  {2100, 1500}};
     static const int heads[2][2] = {{4, 4}, {8, 2}};
     static const int batches[2] = {1, 3};
     static const int head_dims[2] = {64, 128};

@@ -76,9 +76,10 @@ build_variant() {
 #           up to 256 rows, more than any stage's kBlockM: blocks with nothing to compute;
 #   nomask  seqlen_q 300, seqlen_k 203, no mask, GQA: what stage 14 runs in clusters at head_dim
 #           128 (3 query tiles of 128: a cluster with a block past the end of the sequence);
-#   long    seqlen_q 1100, seqlen_k 1300, causal, GQA: past the 1024 up to which stages 13-15
+#   long    seqlen_q 1400, seqlen_k 1100, causal, GQA: past the 1024 up to which stages 13-15
 #           take shapes of their own for short sequences (192 query rows at head_dim 64, 192-key
-#           e4m3 tiles), with tails in both;
+#           e4m3 tiles), with tails in both; rows 0..299 see no key, so the first query tile of
+#           those shapes has nothing to compute;
 #   longkv  seqlen_q 300, seqlen_k 1300, no mask, GQA: the shapes without a mask past those 1024
 #           keys (e4m3's 192-key tiles at head_dim 128, 160-key ones at 64), a K tail.
 # SANITIZER_PROBLEMS="long" (say) runs some of them only: a whole sanitizer pass over every stage
@@ -89,7 +90,7 @@ sanitizer_problem() {
     tails)  echo "--batch 1 --seqlen-q 150 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 1" ;;
     no-key) echo "--batch 1 --seqlen-q 400 --seqlen-k 40 --heads 2 --kv-heads 1 --causal 1" ;;
     nomask) echo "--batch 1 --seqlen-q 300 --seqlen-k 203 --heads 2 --kv-heads 1 --causal 0" ;;
-    long)   echo "--batch 1 --seqlen-q 1100 --seqlen-k 1300 --heads 2 --kv-heads 1 --causal 1" ;;
+    long)   echo "--batch 1 --seqlen-q 1400 --seqlen-k 1100 --heads 2 --kv-heads 1 --causal 1" ;;
     longkv) echo "--batch 1 --seqlen-q 300 --seqlen-k 1300 --heads 2 --kv-heads 1 --causal 0" ;;
     esac
 }
