@@ -292,8 +292,9 @@ FLASH_WGMMA(FLASH_WGMMA_SS_N160, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N160, __half, FLASH_KIND_F16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __half, FLASH_KIND_F16_SS)
-/* e4m3 (stage 15): S = Q K^T with 128, 160 or 192 keys, O += P V with head_dim 64 and 128; k32 per instruction,
+/* e4m3 (stage 15): S = Q K^T with 96, 128, 160 or 192 keys, O += P V with head_dim 64 and 128; k32 per instruction,
  * twice the elements of a k16 step in the same 32 bytes of each row. */
+FLASH_WGMMA(FLASH_WGMMA_SS_N96, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_SS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_SS_N160, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_SS_N192, __nv_fp8_e4m3, FLASH_KIND_E4M3)

@@ -92,7 +92,10 @@ struct TileShape {
  * 128 rows by 128 keys: 1k keys are 5.3 tiles of 192, and the spare keys of the last tile cost
  * more than the longer tiles save (docs/15 measures the shapes). */
 #ifndef FLASH_TILE_FP8_D128
-#define FLASH_TILE_FP8_D128 128, 192, 2, 232, 2, 1, 1
+#define FLASH_TILE_FP8_D128 192, 96, 3, 160, 2, 1, 1
+#endif
+#ifndef FLASH_TILE_FP8_D128_CAUSAL
+#define FLASH_TILE_FP8_D128_CAUSAL 128, 192, 2, 232, 2, 1, 1
 #endif
 #ifndef FLASH_TILE_FP8_D64
 #define FLASH_TILE_FP8_D64 192, 160, 3, 160, 2, 1, 1
@@ -112,7 +115,8 @@ template <> struct Tile<128, false, false, false> : TileShape<FLASH_TILE_D128> {
 template <> struct Tile<64, true, false, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
 template <> struct Tile<128, true, false, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
 template <> struct Tile<64, true, true, false> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
-template <bool kCausal> struct Tile<128, kCausal, false, true> : TileShape<FLASH_TILE_FP8_D128> {};
+template <> struct Tile<128, false, false, true> : TileShape<FLASH_TILE_FP8_D128> {};
+template <> struct Tile<128, true, false, true> : TileShape<FLASH_TILE_FP8_D128_CAUSAL> {};
 template <> struct Tile<64, false, false, true> : TileShape<FLASH_TILE_FP8_D64> {};
 template <> struct Tile<64, true, false, true> : TileShape<FLASH_TILE_FP8_D64_CAUSAL> {};
 template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, true, true> : TileShape<FLASH_TILE_FP8_SHORT> {};
