@@ -245,27 +245,6 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
           : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
     }
 
-#define FLASH_WGMMA_SS_N192(T, KIND, IMM) \
-    __device__ __forceinline__ void wgmma_ss(float (&d)[24][4], uint64_t desc_a, uint64_t desc_b, int accumulate, T) { \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
-                     "wgmma.mma_async.sync.aligned.m64n192" KIND " " \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, " \
-                     "%96, %97, p, " IMM ";\n}\n" \
-          : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
-          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
-          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
-          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), \
-          "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
-          "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
-          "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
-          "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]) \
-          : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
-    }
-
 /* The instruction's k and types, and its immediate operands after the scale-d predicate: scale-a
  * and scale-b (1: no negation), then for 16-bit inputs one transpose flag per shared-memory
  * operand (0: K-major; 1: MN-major, V in P V). 8-bit inputs have no transpose flags: both operands
@@ -292,12 +271,11 @@ FLASH_WGMMA(FLASH_WGMMA_SS_N160, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N160, __half, FLASH_KIND_F16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __half, FLASH_KIND_F16_SS)
-/* e4m3 (stage 15): S = Q K^T with 96, 128, 160 or 192 keys, O += P V with head_dim 64 and 128; k32 per instruction,
+/* e4m3 (stage 15): S = Q K^T with 96, 128 or 160 keys, O += P V with head_dim 64 and 128; k32 per instruction,
  * twice the elements of a k16 step in the same 32 bytes of each row. */
 FLASH_WGMMA(FLASH_WGMMA_SS_N96, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_SS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_SS_N160, __nv_fp8_e4m3, FLASH_KIND_E4M3)
-FLASH_WGMMA(FLASH_WGMMA_SS_N192, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_RS_N64, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_RS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 

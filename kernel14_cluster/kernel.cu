@@ -590,7 +590,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
     /* What one query tile leaves to the next: its last P V. The joint turn (below) issues it
      * together with the next tile's first S, and the epilogue of the tile runs under that S; so
-     * O, P's fragments, m and l live across the loop, and `prev` names the tile they belong
+     * O, P's fragments, m and l live across the loop, and `prev_w` names the tile they belong
      * to. Before the block's first tile there is no P V to finish, and the turn issues one with
      * P = 0 (whose product is dropped): every turn issues the same wgmma, on one path of the code,
      * and ptxas keeps them asynchronous (a wgmma issued on some paths only makes it serialise
@@ -607,7 +607,10 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     for (int kk = 0; kk < kKStepsPV; ++kk)
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
-    TileWork prev = {};
+    /* Its work is recomputed from the tile's number where the epilogue needs it, not held across the
+     * loop: a consumer of three has 160 registers, and the three numbers it would hold made ptxas
+     * spill e4m3's loop with the mask at head_dim 128 (stage 15). */
+    int prev_w = 0;
     bool has_prev = false;
     uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile
     int prev_v_stage = 0, prev_v_use = 0;       // that slot and the block's count of the K/V tile in it
@@ -620,6 +623,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
              * like the others, for the copies of the tiles after it. */
             if (releases) release_slot<kCluster>(empty_v_u32 + 8 * prev_v_stage);
+            const TileWork prev = tile_work<kBlockM, kBlockN, kCausal>(p, prev_w, num_m);
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
             float inv_l[2];
 #pragma unroll
@@ -678,9 +682,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         /* last: no tile after prev, whose last P V still takes a turn of its own. */
         const bool last = w < 0;
         if (last && !has_prev) break;
-        TileWork tw = prev;
+        const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, last ? prev_w : w, num_m);
         if (!last) {
-            tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
             /* Only a causal tile can see no key (seqlen_k >= 1): without a mask the test, and the
              * store it guards, are compiled out of the consumers' code. */
             if (kCausal && tw.n_blocks == 0) {
@@ -775,7 +778,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
 
         /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
         if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);
-        prev = tw;
+        prev_w = w;
         has_prev = true;
         prev_q_tile = q_tile;
         prev_v_use = kv + n_blocks - 1;

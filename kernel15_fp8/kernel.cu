@@ -22,9 +22,9 @@
  *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
  *            arithmetic; docs/15: the profile beside FlashAttention-3's).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit 47e3806): 621.4 TFLOP/s, 0.96x FA3, 0.98x stage 14; causal 555.2 TFLOP/s, 0.93x
- *            FA3, 0.98x stage 14. In e4m3: 849.7 TFLOP/s, 0.97x FA3 e4m3, 1.33x stage 14 bf16;
- *            causal 765.4 TFLOP/s, 0.98x FA3 e4m3, 1.35x stage 14 bf16.
+ *            commit 672f51d): 613.5 TFLOP/s, 0.95x FA3, 0.98x stage 14; causal 553.7 TFLOP/s, 0.95x
+ *            FA3, 0.99x stage 14. In e4m3: 846.4 TFLOP/s, 0.99x FA3 e4m3, 1.35x stage 14 bf16;
+ *            causal 751.0 TFLOP/s, 0.98x FA3 e4m3, 1.35x stage 14 bf16.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel15 && ./run --dtype e4m3
  * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
@@ -84,18 +84,17 @@ struct TileShape {
 #define FLASH_SHORT_CAUSAL 1024
 #endif
 /* e4m3 inputs: no cluster, causal or not, the producer warpgroup's other three warps transposing
- * V. At head_dim 128, 128 query rows for two consumers and 192 keys per tile, which spread each
- * tile's fixed costs (the turn, the waits, the GEMMs' issue, P's packing) over half as many keys
- * again. At head_dim 64, as in bf16, 192 query rows for three consumers of 160 registers; those
- * hold an S of 160 keys without a mask (FlashAttention-3's e4m3 shape there), and of 128 with one
- * (at 160 ptxas spills the causal loop). Where the keys are few (seqlen_k up to FLASH_SHORT_FP8)
- * 128 rows by 128 keys: 1k keys are 5.3 tiles of 192, and the spare keys of the last tile cost
- * more than the longer tiles save (docs/15 measures the shapes). */
+ * V, and past FLASH_SHORT_FP8 keys 192 query rows for three consumers of 160 registers, as in bf16
+ * at head_dim 64. With e4m3 a tile's GEMMs take half the tensor cores' time of bf16's, and the
+ * softmax, whose instructions wait on each other's results, is what each consumer warpgroup's
+ * turn waits for: a third warpgroup gives each scheduler a third consumer warp to issue from while
+ * the other two wait. At head_dim 128 its registers hold an S of 96 keys beside O's 64 by 128; at
+ * head_dim 64 an S of 160 keys without a mask (FlashAttention-3's e4m3 shape there), and of 128
+ * with one (at 160 ptxas spills the causal loop). Where the keys are few (seqlen_k up to
+ * FLASH_SHORT_FP8) 128 rows by 128 keys: the spare rows and keys of the last tiles cost more than
+ * the larger tiles save (docs/15 measures the shapes). */
 #ifndef FLASH_TILE_FP8_D128
 #define FLASH_TILE_FP8_D128 192, 96, 3, 160, 2, 1, 1
-#endif
-#ifndef FLASH_TILE_FP8_D128_CAUSAL
-#define FLASH_TILE_FP8_D128_CAUSAL 128, 192, 2, 232, 2, 1, 1
 #endif
 #ifndef FLASH_TILE_FP8_D64
 #define FLASH_TILE_FP8_D64 192, 160, 3, 160, 2, 1, 1
@@ -115,8 +114,7 @@ template <> struct Tile<128, false, false, false> : TileShape<FLASH_TILE_D128> {
 template <> struct Tile<64, true, false, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
 template <> struct Tile<128, true, false, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
 template <> struct Tile<64, true, true, false> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
-template <> struct Tile<128, false, false, true> : TileShape<FLASH_TILE_FP8_D128> {};
-template <> struct Tile<128, true, false, true> : TileShape<FLASH_TILE_FP8_D128_CAUSAL> {};
+template <bool kCausal> struct Tile<128, kCausal, false, true> : TileShape<FLASH_TILE_FP8_D128> {};
 template <> struct Tile<64, false, false, true> : TileShape<FLASH_TILE_FP8_D64> {};
 template <> struct Tile<64, true, false, true> : TileShape<FLASH_TILE_FP8_D64_CAUSAL> {};
 template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, true, true> : TileShape<FLASH_TILE_FP8_SHORT> {};
@@ -760,7 +758,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
 
     /* What one query tile leaves to the next: its last P V. The joint turn (below) issues it
      * together with the next tile's first S, and the epilogue of the tile runs under that S; so
-     * O, P's fragments, m and l live across the loop, and `prev` names the tile they belong
+     * O, P's fragments, m and l live across the loop, and `prev_w` names the tile they belong
      * to. Before the block's first tile there is no P V to finish, and the turn issues one with
      * P = 0 (whose product is dropped): every turn issues the same wgmma, on one path of the code,
      * and ptxas keeps them asynchronous (a wgmma issued on some paths only makes it serialise
@@ -777,7 +775,10 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     for (int kk = 0; kk < kKStepsPV; ++kk)
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
-    TileWork prev = {};
+    /* Its work is recomputed from the tile's number where the epilogue needs it, not held across the
+     * loop: a consumer of three has 160 registers, and the three numbers it would hold made ptxas
+     * spill e4m3's loop with the mask at head_dim 128 (stage 15). */
+    int prev_w = 0;
     bool has_prev = false;
     uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile (as TMA brought it)
     int prev_v_stage = 0, prev_v_use = 0;       // that slot and the block's count of the K/V tile in it
@@ -790,6 +791,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
              * like the others, for the copies of the tiles after it. */
             if (releases) release_pv(prev_v_stage);
+            const TileWork prev = tile_work<kBlockM, kBlockN, kCausal>(p, prev_w, num_m);
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
             float inv_l[2];
 #pragma unroll
@@ -850,9 +852,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         /* last: no tile after prev, whose last P V still takes a turn of its own. */
         const bool last = w < 0;
         if (last && !has_prev) break;
-        TileWork tw = prev;
+        const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, last ? prev_w : w, num_m);
         if (!last) {
-            tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
             /* Only a causal tile can see no key (seqlen_k >= 1): without a mask the test, and the
              * store it guards, are compiled out of the consumers' code. */
             if (kCausal && tw.n_blocks == 0) {
@@ -951,7 +952,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
 
         /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
         if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);
-        prev = tw;
+        prev_w = w;
         has_prev = true;
         prev_q_tile = q_tile;
         prev_v_use = kv + n_blocks - 1;
