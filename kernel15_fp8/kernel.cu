@@ -14,17 +14,17 @@
  *            empty barriers of its own, the transposing warps reading the producer's messages, P
  *            packed by pack_p_e4m3, the k32 steps of qk_tile and pv_tile, p_shift, O staged and
  *            stored in bf16, the LSE corrected by 8 ln 2; and, since e4m3 tiles leave the warps'
- *            instructions the limit, O's rescale skipped where no row's max grew, and longer key
- *            tiles past 1024 keys (192 at head_dim 128; 160 at 64, 128 causal, for three
- *            consumers), over which each tile's fixed costs spread. The bf16 and fp16 kernels
+ *            instructions the limit, O's rescale skipped where no row's max grew, and past 1024
+ *            keys three consumer warpgroups (192 query rows) at both head dims, with 96-key tiles
+ *            at head_dim 128 and 160 at 64 (128 causal). The bf16 and fp16 kernels
  *            are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
  * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile,
  *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
  *            arithmetic; docs/15: the profile beside FlashAttention-3's).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit 672f51d): 613.5 TFLOP/s, 0.95x FA3, 0.98x stage 14; causal 553.7 TFLOP/s, 0.95x
- *            FA3, 0.99x stage 14. In e4m3: 846.4 TFLOP/s, 0.99x FA3 e4m3, 1.35x stage 14 bf16;
- *            causal 751.0 TFLOP/s, 0.98x FA3 e4m3, 1.35x stage 14 bf16.
+ *            commit 0550561): 615.6 TFLOP/s, 0.95x FA3, 1.00x stage 14; causal 549.8 TFLOP/s, 0.94x
+ *            FA3, 1.00x stage 14. In e4m3: 839.3 TFLOP/s, 0.97x FA3 e4m3, 1.36x stage 14 bf16;
+ *            causal 745.3 TFLOP/s, 0.97x FA3 e4m3, 1.35x stage 14 bf16.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel15 && ./run --dtype e4m3
  * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
@@ -251,7 +251,7 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t
  * constant (8 nt + (e & 1)) and one select: two instructions an element, where comparing each
  * column with both bounds took three, on the diagonal tile every causal query tile starts with.
  * The causal offset seqlen_k - seqlen_q is read from p here, not passed in: held in a register
- * from the kernel's start, it was the one value the 192-key e4m3 tiles spilled. */
+ * from the kernel's start, it was the one value e4m3's 192-key tiles (an earlier shape) spilled. */
 template <bool kCausal, int kNTilesS>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p) {
     const int t = threadIdx.x % 4;

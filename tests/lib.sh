@@ -77,11 +77,11 @@ build_variant() {
 #   nomask  seqlen_q 300, seqlen_k 203, no mask, GQA: what stage 14 runs in clusters at head_dim
 #           128 (3 query tiles of 128: a cluster with a block past the end of the sequence);
 #   long    seqlen_q 1400, seqlen_k 1100, causal, GQA: past the 1024 up to which stages 13-15
-#           take shapes of their own for short sequences (192 query rows at head_dim 64, 192-key
-#           e4m3 tiles), with tails in both; rows 0..299 see no key, so the first query tile of
+#           take shapes of their own for short sequences (192 query rows at head_dim 64, and in
+#           e4m3 at both), with tails in both; rows 0..299 see no key, so the first query tile of
 #           those shapes has nothing to compute;
 #   longkv  seqlen_q 300, seqlen_k 1300, no mask, GQA: the shapes without a mask past those 1024
-#           keys (e4m3's 192-key tiles at head_dim 128, 160-key ones at 64), a K tail.
+#           keys (e4m3's 96-key tiles at head_dim 128, 160-key ones at 64), a K tail.
 # SANITIZER_PROBLEMS="long" (say) runs some of them only: a whole sanitizer pass over every stage
 # takes a long time, and can be split by problem as well as by stage.
 SANITIZER_PROBLEMS=${SANITIZER_PROBLEMS:-tails no-key nomask long longkv}
