@@ -94,8 +94,8 @@ fi
 
 # tools/ncu_loop.py on a source page written here: a loop run 10 times by a warp (its turn barrier's
 # count), an S wgmma of 128 keys (a descriptor as A) and a P V (P from registers), two FMUL per
-# iteration: 0.016 FMUL per key, 2.0 per iteration, 7 instructions per iteration in all; then the stored table of docs/15 is what the
-# tool makes of the stored pages.
+# iteration: 0.016 FMUL per key, 2.0 per iteration, 7 instructions per iteration in all; then the
+# stored table of docs/15 is what the tool makes of the stored pages.
 cat >"$T/page.csv" <<'CSV'
 "Kernel Name","toy_kernel"
 "Address","Source","Instructions Executed"
