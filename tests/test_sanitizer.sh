@@ -7,7 +7,11 @@
 # SANITIZER_TOOLS picks the tools (default "memcheck racecheck synccheck"; make sanitize adds
 # initcheck unless SANITIZER_TOOLS is set), SANITIZER_STAGES the stage numbers (default every
 # stage, e.g. SANITIZER_STAGES="8"), SANITIZER_PROBLEMS the problems of tests/lib.sh (default all
-# five, e.g. SANITIZER_PROBLEMS=long).
+# five, e.g. SANITIZER_PROBLEMS=long), SANITIZER_JOBS how many sanitizer runs go at once (default
+# the CPU count, at most 8).
+# Why in parallel: one run takes about 8 s, nearly all of it the sanitizer instrumenting the binary
+# on the CPU, not the kernel on the GPU; the runs are independent processes on small problems, so
+# several share the GPU without changing what each one checks.
 # A stage this GPU cannot run is skipped with the reason ./run gives.
 set -u
 cd "$(dirname "$0")/.."
@@ -15,14 +19,32 @@ cd "$(dirname "$0")/.."
 need_make_env
 BIN=${1:-$BUILD/allstages}
 TOOLS=${SANITIZER_TOOLS:-memcheck racecheck synccheck}
+JOBS=${SANITIZER_JOBS:-$(nproc)}
+[ "$JOBS" -gt 8 ] && JOBS=8
 if ! command -v compute-sanitizer >/dev/null 2>&1; then
     skip "compute-sanitizer" "not found on this machine"; finish; exit
 fi
+LOGS=$BUILD/sanitizer
+rm -rf "$LOGS"; mkdir -p "$LOGS"
+
+# sanitize_case STAGE TOOL PROBLEM HEAD_DIM DTYPE: one sanitizer run, its output in
+# $LOGS/<case>.log and its verdict (the exit status) in <case>.rc.
+sanitize_case() {
+    local case="stage$1.$2.$3.d$4.$5"
+    # shellcheck disable=SC2046
+    compute-sanitizer --tool "$2" --error-exitcode 9 "$BIN" --stage "$1" $(sanitizer_problem "$3") \
+        --head-dim "$4" --dtype "$5" --warmup 0 --iters 1 >"$LOGS/$case.log" 2>&1
+    echo $? >"$LOGS/$case.rc"
+}
+export -f sanitize_case sanitizer_problem
+export BIN LOGS
+
 stage_numbers() { local e; for e in $STAGE_TABLE; do echo "${e%%:*}"; done | sed 's/^0//'; }
+cases=()
 for stage in ${SANITIZER_STAGES:-$(stage_numbers)}; do
     # A stage the GPU cannot run: ./run refuses it (exit 2) naming what it needs.
-    if ! "$BIN" --stage "$stage" --batch 1 --seqlen 16 --heads 1 --head-dim 64 --iters 1 --warmup 0 >/dev/null 2>"$BUILD/sanitizer.err"; then
-        if grep -q "needs" "$BUILD/sanitizer.err"; then skip "stage $stage sanitizer" "$(head -1 "$BUILD/sanitizer.err")"; continue; fi
+    if ! "$BIN" --stage "$stage" --batch 1 --seqlen 16 --heads 1 --head-dim 64 --iters 1 --warmup 0 >/dev/null 2>"$LOGS/probe.err"; then
+        if grep -q "needs" "$LOGS/probe.err"; then skip "stage $stage sanitizer" "$(head -1 "$LOGS/probe.err")"; continue; fi
     fi
     # e4m3 too where the stage takes it (./run refuses it elsewhere, exit 2, naming the dtype).
     dtypes=bf16
@@ -31,17 +53,25 @@ for stage in ${SANITIZER_STAGES:-$(stage_numbers)}; do
         for tool in $TOOLS; do
             for name in $SANITIZER_PROBLEMS; do
                 for d in 64 128; do
-                    log=$BUILD/sanitizer.log
-                    if compute-sanitizer --tool "$tool" --error-exitcode 9 "$BIN" --stage "$stage" $(sanitizer_problem "$name") \
-                            --head-dim "$d" --dtype "$dtype" --warmup 0 --iters 1 >"$log" 2>&1; then
-                        ok "stage $stage $tool $name d$d $dtype"
-                    else
-                        bad "stage $stage $tool $name d$d $dtype" "$(grep -m3 -E 'ERROR|Error|error|hazard|FAIL' "$log" | tr '\n' ' ')"
-                        cp "$log" "$BUILD/sanitizer.stage$stage.$tool.$name.d$d.$dtype.log"
-                    fi
+                    cases+=("$stage $tool $name $d $dtype")
                 done
             done
         done
     done
+done
+
+# Run them JOBS at a time, then report every case in the order above.
+if [ ${#cases[@]} -gt 0 ]; then
+    printf '%s\n' "${cases[@]}" | xargs -P "$JOBS" -L 1 bash -c 'sanitize_case "$@"' _
+fi
+for c in "${cases[@]}"; do
+    read -r stage tool name d dtype <<<"$c"
+    case_name="stage$stage.$tool.$name.d$d.$dtype"
+    if [ "$(cat "$LOGS/$case_name.rc" 2>/dev/null)" = 0 ]; then
+        ok "stage $stage $tool $name d$d $dtype"
+    else
+        bad "stage $stage $tool $name d$d $dtype" \
+            "$(grep -m3 -E 'ERROR|Error|error|hazard|FAIL' "$LOGS/$case_name.log" | tr '\n' ' ') (log: $LOGS/$case_name.log)"
+    fi
 done
 finish
