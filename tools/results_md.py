@@ -883,7 +883,8 @@ def ncu_block(data, kernels):
 #                                                    KERNEL@COMMIT: the rows that commit's profile wrote
 #   ncuratio KERNEL KERNEL METRIC    8.0x            the first kernel's counter over the second's
 #   sweepratio KERNEL REF D C [DTYPE]  0.96x-1.23x   the range of KERNEL / REF (per-round medians) over the
-#                                                    sweep (D: 64, 128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k)
+#                                                    sweep (D: 64, 128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k,
+#                                                    or >=2k and so on)
 #   ab NN COMMIT VARIANT PROBLEM     1.02x           one point of an AB run: variant / base, median of the rounds
 #   abrange NN COMMIT VARIANT D C    0.97x-1.01x     the range of those over the sweep (D, C and >=1k as above)
 #   shaperange NN COMMIT KERNEL C    0.95x-1.02x     stage NN / KERNEL over the shapes off the sweep (C: 0, 1 or
@@ -902,7 +903,8 @@ CEILING_FIGURES = {"peak": MMA_PEAK, "wgmmapeak": WGMMA_PEAK}
 
 
 def sweep_points(d, c, rest, dtype=HEADLINE[0]):
-    min_seqlen = 1024 if ">=1k" in rest else 0
+    floors = [1024 * int(m.group(1)) for m in (re.fullmatch(r">=(\d+)k", r) for r in rest) if m]
+    min_seqlen = max(floors, default=0)
     return [sweep_problem(s, hd, cc, dtype) for hd in SWEEP_HEAD_DIMS if d in ("all", str(hd)) for cc in (0, 1)
             if c in ("all", str(cc)) for s in SWEEP_SEQLENS if s >= min_seqlen]
 
