@@ -912,16 +912,17 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
          * the softmax, where its multiplications fill the issue slots the exp2 leaves free; before
          * the next turn's fence (stage 13) ptxas moved them past the turn's barrier, between the
          * barrier and the first wgmma. */
-        auto turn = [&](int tile, bool masked, int stage, int stage_prev, uint32_t phase, uint32_t phase_prev) {
+        auto turn = [&](int tile, bool masked) {
             const int n_block = n_blocks - 1 - tile;
-            mbarrier_wait(full_k_u32 + 8 * stage, phase);
+            const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
+            mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
             qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
             /* V_{t-1} only now: the producer copies it after K_t, and with a cluster its halves come
              * from two producers, so it may land after S_t could start; the tensor cores run S_t
              * meanwhile. A wait between two wgmma needs a fence of its own before the second. */
-            mbarrier_wait(full_pv_u32 + 8 * stage_prev, phase_prev);
+            mbarrier_wait(full_pv_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             wgmma_fence();
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
@@ -945,35 +946,9 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         /* The tiles that need the mask are the last keys, visited first; the loop over the others
          * has no masking code at all, no branch between the wait for S and the softmax, as
          * FlashAttention-3 splits it. */
-        /* Turn `tile` is the block's (kv + tile)-th K/V tile: its slot and phase, and those of the
-         * tile before, whose V it multiplies. */
-        auto turn_at = [&](int tile, bool masked) {
-            const int u = kv + tile;
-            turn(tile, masked, u % kStages, (u - 1) % kStages, (u / kStages) & 1, ((u - 1) / kStages) & 1);
-        };
         int tile = 1;
-        for (; tile < n_blocks && n_blocks - 1 - tile >= n_masked; ++tile) turn_at(tile, true);
-        /* e4m3 without the mask, past the short shapes: the turns go in pairs. With two slots, the
-         * two turns of a pair take the two slots in the same order all through the loop, so the
-         * slots' addresses, descriptors and barriers are constants of each turn's code, and only
-         * the phase changes, once per pair: at head_dim 128, 657 instructions for the pair's two
-         * turns of 96 keys against 347 for one, in code twice as long. Measured faster here
-         * (docs/15), and not with the mask or on the short shapes, which keep one turn's code. */
-        constexpr bool kPairs = kFp8 && !kCausal && !kShort;
-        static_assert(!kPairs || kStages == 2, "a pair of turns takes the two slots once each");
-        if (kPairs) {
-            if (tile + 1 < n_blocks) {
-                const int s0 = (kv + tile) % 2, s1 = s0 ^ 1;
-                for (; tile + 1 < n_blocks; tile += 2) {
-                    const uint32_t u = kv + tile;
-                    turn(tile, false, s0, s1, (u / 2) & 1, ((u - 1) / 2) & 1);
-                    turn(tile + 1, false, s1, s0, ((u + 1) / 2) & 1, (u / 2) & 1);
-                }
-            }
-            if (tile < n_blocks) turn_at(tile, false);  // an odd count leaves one
-        } else {
-            for (; tile < n_blocks; ++tile) turn_at(tile, false);
-        }
+        for (; tile < n_blocks && n_blocks - 1 - tile >= n_masked; ++tile) turn(tile, true);
+        for (; tile < n_blocks; ++tile) turn(tile, false);
 
         /* Every S of this query tile is complete: its Q_i buffer may take a later one. */
         if (releases) mbarrier_arrive(empty_q_u32 + 8 * q_buffer);
