@@ -9,9 +9,9 @@
 # stage, e.g. SANITIZER_STAGES="8"), SANITIZER_PROBLEMS the problems of tests/lib.sh (default all
 # five, e.g. SANITIZER_PROBLEMS=long), SANITIZER_JOBS how many sanitizer runs go at once (default
 # the CPU count, at most 8).
-# Why in parallel: one run takes about 8 s, nearly all of it the sanitizer instrumenting the binary
-# on the CPU, not the kernel on the GPU; the runs are independent processes on small problems, so
-# several share the GPU without changing what each one checks.
+# Why in parallel: a run's time is mostly the sanitizer's work on the CPU, not the kernel's on the
+# GPU, and the runs are independent processes on small problems: several share the GPU without
+# changing what each one checks, and the whole pass takes a fraction of the time.
 # A stage this GPU cannot run is skipped with the reason ./run gives.
 set -u
 cd "$(dirname "$0")/.."
