@@ -28,7 +28,8 @@
 # Environment: GRADE_ROUNDS (default 2), GRADE_MARGIN_PCT (the student's median must be below the
 # previous stage's by this many percent; default the assignment's Timing line, else 0), GRADE_TOOLS
 # (sanitizer tools; default racecheck), COMPUTE_SANITIZER (the sanitizer's path; default
-# compute-sanitizer from PATH).
+# compute-sanitizer from PATH), GRADE_SANITIZER_JOBS (sanitizer runs at once; default the CPU count,
+# at most 8).
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -200,31 +201,47 @@ else
         echo "SKIP: $TOOLS: $SANITIZER not found"
         not_run+=("$TOOLS: $SANITIZER not found on this machine")
     else
+        # The runs go GRADE_SANITIZER_JOBS at a time (default the CPU count, at most 8), as in
+        # tests/test_sanitizer.sh: a run's time is mostly the sanitizer's on the CPU. Each writes its
+        # log and its exit status (.rc); they are reported afterwards, in this order.
+        san_cases=()
         for tool in $TOOLS; do
             for dtype in $san_dtypes; do
                 for name in $SANITIZER_PROBLEMS; do
-                    for d in 64 128; do
-                        log=$OUT/$tool.$name.d$d.$dtype.log
-                        # shellcheck disable=SC2046
-                        "$SANITIZER" --tool "$tool" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$name") \
-                            --no-check --warmup 0 --iters 1 --head-dim "$d" --dtype "$dtype" >"$log" 2>&1
-                        rc=$?
-                        if [ "$rc" -eq 0 ]; then
-                            echo "PASS: $tool $name d$d $dtype"
-                        else
-                            what=$(grep -m1 -E 'SUMMARY' "$log")
-                            [ -n "$what" ] || what="exit status $rc: $(grep -m1 -E 'Error|error|hazard' "$log")"
-                            grep -m3 -E '^========= (Error|Warning)' "$log"
-                            echo "FAIL: $tool $name d$d $dtype: $what (log: $log)"
-                            if [ "$tool" = racecheck ]; then
-                                reason "[racecheck] compute-sanitizer racecheck, $name problem, head_dim $d, $dtype: $what: a shared-memory hazard, most likely a missing barrier or mbarrier wait (log: $log)"
-                            else
-                                reason "[$tool] compute-sanitizer $tool, $name problem, head_dim $d, $dtype: $what (log: $log)"
-                            fi
-                        fi
-                    done
+                    for d in 64 128; do san_cases+=("$tool $name $d $dtype"); done
                 done
             done
+        done
+        grade_sanitize() {  # grade_sanitize TOOL PROBLEM HEAD_DIM DTYPE
+            local log="$OUT/$1.$2.d$3.$4.log"
+            # shellcheck disable=SC2046
+            "$SANITIZER" --tool "$1" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$2") \
+                --no-check --warmup 0 --iters 1 --head-dim "$3" --dtype "$4" >"$log" 2>&1
+            echo $? >"$log.rc"
+        }
+        export -f grade_sanitize sanitizer_problem
+        export SANITIZER OUT N
+        jobs=${GRADE_SANITIZER_JOBS:-$(nproc)}
+        [ "$jobs" -gt 8 ] && jobs=8
+        rm -f "$OUT"/*.log.rc
+        printf '%s\n' "${san_cases[@]}" | xargs -P "$jobs" -L 1 bash -c 'grade_sanitize "$@"' _
+        for c in "${san_cases[@]}"; do
+            read -r tool name d dtype <<<"$c"
+            log=$OUT/$tool.$name.d$d.$dtype.log
+            rc=$(cat "$log.rc" 2>/dev/null || echo "none (the run did not finish)")
+            if [ "$rc" = 0 ]; then
+                echo "PASS: $tool $name d$d $dtype"
+            else
+                what=$(grep -m1 -E 'SUMMARY' "$log" 2>/dev/null)
+                [ -n "$what" ] || what="exit status $rc: $(grep -m1 -E 'Error|error|hazard' "$log" 2>/dev/null)"
+                grep -m3 -E '^========= (Error|Warning)' "$log" 2>/dev/null
+                echo "FAIL: $tool $name d$d $dtype: $what (log: $log)"
+                if [ "$tool" = racecheck ]; then
+                    reason "[racecheck] compute-sanitizer racecheck, $name problem, head_dim $d, $dtype: $what: a shared-memory hazard, most likely a missing barrier or mbarrier wait (log: $log)"
+                else
+                    reason "[$tool] compute-sanitizer $tool, $name problem, head_dim $d, $dtype: $what (log: $log)"
+                fi
+            fi
         done
     fi
 

@@ -11,9 +11,10 @@
 #   fp8_entry_misnamed.cu  the e4m3 entry point defined as flash_forward_kernel15_fp8: the whole e4m3
 #                      path is compiled (its instructions are all there), but the dispatcher finds
 #                      no flash_forward_fp8_kernel15 -> the exports check fails ([symbol]), no GPU needed
-#   wrong_key_order.cu P packed for k32 step kk from the S tiles of step kk ^ 1: P's keys no longer
-#                      meet the V^T rows written in their order. Same instructions, no race, the bf16
-#                      path untouched -> only the e4m3 cases of the correctness matrix fail
+#   wrong_key_order.cu P packed for k32 step kk from the S tiles of step kk + 1 (the last from the
+#                      first's): P's keys no longer meet the V^T rows written in their order. Same
+#                      instructions, no race, the bf16 path untouched -> only the e4m3 cases of the
+#                      correctness matrix fail
 # For each Hopper assignment NN (09 on):
 #   previous_stage_NN.cu  stage NN-1 handed in as stage NN
 #                      -> the instruction checks fail: the technique of assignment NN is missing
@@ -54,8 +55,9 @@ derive previous_stage.cu "$K04" 's/\bflash_forward_kernel04\b/flash_forward_kern
 derive fp8_entry_misnamed.cu "$K15" '/^extern "C" int flash_forward_fp8_kernel15(/s/flash_forward_fp8_kernel15/flash_forward_kernel15_fp8/' 2
 
 # (e) Stage 15's P packed in another key order than V^T's: the fragments of k32 step kk take the
-# S tiles of step kk ^ 1 (the steps of a 128-key tile come in pairs, so every tile is still used once).
-derive wrong_key_order.cu "$K15" 's/pack_p_e4m3(acc_s, kk, p_frag\[kk\])/pack_p_e4m3(acc_s, kk ^ 1, p_frag[kk])/' 2
+# S tiles of step kk + 1, round the tile's steps, so every S tile is still used once, whatever the
+# number of steps (3 in a 96-key tile, 5 in a 160-key one: kk ^ 1 would read past the last).
+derive wrong_key_order.cu "$K15" 's/pack_p_e4m3(acc_s, kk, p_frag\[kk\])/pack_p_e4m3(acc_s, (kk + 1) % (kNTilesS \/ 4), p_frag[kk])/' 2
 
 # (f) The Hopper assignments: each previous stage with the next stage's entry point. The stages come
 # from the stage directories, so a new Hopper stage gets its fixture without an edit here.
