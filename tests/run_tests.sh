@@ -63,6 +63,10 @@ suite docs bash tests/test_docs.sh
 # -- the tools: make tune / grade / sass without a GPU ------------------------------------------
 suite tools bash tests/test_tools.sh
 
+# -- the grader on its wrong fixtures with the GPU hidden: the gates that need none (build, entry
+# points, instructions, spills); with a GPU, tools/gpu_session.sh grader runs the rest ----------
+suite grader env CUDA_VISIBLE_DEVICES= bash tests/test_grader.sh
+
 # -- each stage's PTX holds its technique, ptxas reports no spills -------------------------------
 suite instructions bash tests/test_instructions.sh
 
