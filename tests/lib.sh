@@ -82,6 +82,23 @@ build_variant() {
 #           those shapes has nothing to compute;
 #   longkv  seqlen_q 300, seqlen_k 1300, no mask, GQA: the shapes without a mask past those 1024
 #           keys (e4m3's 96-key tiles at head_dim 128, 160-key ones at 64), a K tail.
+# run_in_parallel JOBS FUNCTION CASE...: FUNCTION (exported with export -f) once per CASE, the
+# CASE's words as its arguments, JOBS at a time. The sanitizer's passes use it (tests/test_sanitizer.sh,
+# tools/grade.sh): a run's time is mostly the sanitizer's work on the CPU, not the kernel's on the
+# GPU, so independent runs on small problems share the GPU without changing what each one checks.
+# sanitizer_jobs [N]: N, or the CPU count, at most 8.
+run_in_parallel() {
+    local jobs=$1 fn=$2
+    shift 2
+    [ $# -gt 0 ] || return 0
+    printf '%s\n' "$@" | xargs -P "$jobs" -L 1 bash -c "$fn \"\$@\"" _
+}
+sanitizer_jobs() {
+    local j=${1:-$(nproc)}
+    [ "$j" -gt 8 ] && j=8
+    echo "$j"
+}
+
 # SANITIZER_PROBLEMS="long" (say) runs some of them only: a whole sanitizer pass over every stage
 # takes a long time, and can be split by problem as well as by stage.
 SANITIZER_PROBLEMS=${SANITIZER_PROBLEMS:-tails no-key nomask long longkv}

@@ -8,10 +8,7 @@
 # initcheck unless SANITIZER_TOOLS is set), SANITIZER_STAGES the stage numbers (default every
 # stage, e.g. SANITIZER_STAGES="8"), SANITIZER_PROBLEMS the problems of tests/lib.sh (default all
 # five, e.g. SANITIZER_PROBLEMS=long), SANITIZER_JOBS how many sanitizer runs go at once (default
-# the CPU count, at most 8).
-# Why in parallel: a run's time is mostly the sanitizer's work on the CPU, not the kernel's on the
-# GPU, and the runs are independent processes on small problems: several share the GPU without
-# changing what each one checks, and the whole pass takes a fraction of the time.
+# the CPU count, at most 8: run_in_parallel in tests/lib.sh says why).
 # A stage this GPU cannot run is skipped with the reason ./run gives.
 set -u
 cd "$(dirname "$0")/.."
@@ -19,8 +16,7 @@ cd "$(dirname "$0")/.."
 need_make_env
 BIN=${1:-$BUILD/allstages}
 TOOLS=${SANITIZER_TOOLS:-memcheck racecheck synccheck}
-JOBS=${SANITIZER_JOBS:-$(nproc)}
-[ "$JOBS" -gt 8 ] && JOBS=8
+JOBS=$(sanitizer_jobs "${SANITIZER_JOBS:-}")
 if ! command -v compute-sanitizer >/dev/null 2>&1; then
     skip "compute-sanitizer" "not found on this machine"; finish; exit
 fi
@@ -61,9 +57,7 @@ for stage in ${SANITIZER_STAGES:-$(stage_numbers)}; do
 done
 
 # Run them JOBS at a time, then report every case in the order above.
-if [ ${#cases[@]} -gt 0 ]; then
-    printf '%s\n' "${cases[@]}" | xargs -P "$JOBS" -L 1 bash -c 'sanitize_case "$@"' _
-fi
+run_in_parallel "$JOBS" sanitize_case "${cases[@]}"
 for c in "${cases[@]}"; do
     read -r stage tool name d dtype <<<"$c"
     case_name="stage$stage.$tool.$name.d$d.$dtype"

@@ -201,9 +201,8 @@ else
         echo "SKIP: $TOOLS: $SANITIZER not found"
         not_run+=("$TOOLS: $SANITIZER not found on this machine")
     else
-        # The runs go GRADE_SANITIZER_JOBS at a time (default the CPU count, at most 8), as in
-        # tests/test_sanitizer.sh: a run's time is mostly the sanitizer's on the CPU. Each writes its
-        # log and its exit status (.rc); they are reported afterwards, in this order.
+        # The runs go GRADE_SANITIZER_JOBS at a time (run_in_parallel, tests/lib.sh), each writing
+        # its log and its exit status (.rc); they are reported afterwards, in this order.
         san_cases=()
         for tool in $TOOLS; do
             for dtype in $san_dtypes; do
@@ -221,10 +220,8 @@ else
         }
         export -f grade_sanitize sanitizer_problem
         export SANITIZER OUT N
-        jobs=${GRADE_SANITIZER_JOBS:-$(nproc)}
-        [ "$jobs" -gt 8 ] && jobs=8
         rm -f "$OUT"/*.log.rc
-        printf '%s\n' "${san_cases[@]}" | xargs -P "$jobs" -L 1 bash -c 'grade_sanitize "$@"' _
+        run_in_parallel "$(sanitizer_jobs "${GRADE_SANITIZER_JOBS:-}")" grade_sanitize "${san_cases[@]}"
         for c in "${san_cases[@]}"; do
             read -r tool name d dtype <<<"$c"
             log=$OUT/$tool.$name.d$d.$dtype.log
