@@ -98,6 +98,18 @@ sanitizer_jobs() {
     [ "$j" -gt 8 ] && j=8
     echo "$j"
 }
+# sanitizer_run LOG SANITIZER BIN STAGE TOOL PROBLEM HEAD_DIM DTYPE [ARG...]: one compute-sanitizer
+# run of BIN on a problem of sanitizer_problem (below), one warm-up-free iteration, the ARGs added;
+# its output in LOG and its exit status (9: the tool found an error) in LOG.rc, for run_in_parallel's
+# callers to report in their own order afterwards.
+sanitizer_run() {
+    local log=$1 san=$2 bin=$3 stage=$4 tool=$5 problem=$6 d=$7 dtype=$8
+    shift 8
+    # shellcheck disable=SC2046
+    "$san" --tool "$tool" --error-exitcode 9 "$bin" --stage "$stage" $(sanitizer_problem "$problem") \
+        --head-dim "$d" --dtype "$dtype" --warmup 0 --iters 1 "$@" >"$log" 2>&1
+    echo $? >"$log.rc"
+}
 
 # SANITIZER_PROBLEMS="long" (say) runs some of them only: a whole sanitizer pass over every stage
 # takes a long time, and can be split by problem as well as by stage.

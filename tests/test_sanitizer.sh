@@ -23,16 +23,10 @@ fi
 LOGS=$BUILD/sanitizer
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 
-# sanitize_case STAGE TOOL PROBLEM HEAD_DIM DTYPE: one sanitizer run, its output in
-# $LOGS/<case>.log and its verdict (the exit status) in <case>.rc.
-sanitize_case() {
-    local case="stage$1.$2.$3.d$4.$5"
-    # shellcheck disable=SC2046
-    compute-sanitizer --tool "$2" --error-exitcode 9 "$BIN" --stage "$1" $(sanitizer_problem "$3") \
-        --head-dim "$4" --dtype "$5" --warmup 0 --iters 1 >"$LOGS/$case.log" 2>&1
-    echo $? >"$LOGS/$case.rc"
-}
-export -f sanitize_case sanitizer_problem
+# sanitize_case STAGE TOOL PROBLEM HEAD_DIM DTYPE: one sanitizer run (sanitizer_run, tests/lib.sh),
+# its output in $LOGS/<case>.log and its exit status in <case>.log.rc.
+sanitize_case() { sanitizer_run "$LOGS/stage$1.$2.$3.d$4.$5.log" compute-sanitizer "$BIN" "$@"; }
+export -f sanitize_case sanitizer_run sanitizer_problem
 export BIN LOGS
 
 stage_numbers() { local e; for e in $STAGE_TABLE; do echo "${e%%:*}"; done | sed 's/^0//'; }
@@ -61,7 +55,7 @@ run_in_parallel "$JOBS" sanitize_case "${cases[@]}"
 for c in "${cases[@]}"; do
     read -r stage tool name d dtype <<<"$c"
     case_name="stage$stage.$tool.$name.d$d.$dtype"
-    if [ "$(cat "$LOGS/$case_name.rc" 2>/dev/null)" = 0 ]; then
+    if [ "$(cat "$LOGS/$case_name.log.rc" 2>/dev/null)" = 0 ]; then
         ok "stage $stage $tool $name d$d $dtype"
     else
         bad "stage $stage $tool $name d$d $dtype" \

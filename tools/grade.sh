@@ -211,14 +211,10 @@ else
                 done
             done
         done
-        grade_sanitize() {  # grade_sanitize TOOL PROBLEM HEAD_DIM DTYPE
-            local log="$OUT/$1.$2.d$3.$4.log"
-            # shellcheck disable=SC2046
-            "$SANITIZER" --tool "$1" --error-exitcode 9 "$OUT/grade" --stage "$N" $(sanitizer_problem "$2") \
-                --no-check --warmup 0 --iters 1 --head-dim "$3" --dtype "$4" >"$log" 2>&1
-            echo $? >"$log.rc"
+        grade_sanitize() {  # grade_sanitize TOOL PROBLEM HEAD_DIM DTYPE: sanitizer_run (tests/lib.sh)
+            sanitizer_run "$OUT/$1.$2.d$3.$4.log" "$SANITIZER" "$OUT/grade" "$N" "$@" --no-check
         }
-        export -f grade_sanitize sanitizer_problem
+        export -f grade_sanitize sanitizer_run sanitizer_problem
         export SANITIZER OUT N
         rm -f "$OUT"/*.log.rc
         run_in_parallel "$(sanitizer_jobs "${GRADE_SANITIZER_JOBS:-}")" grade_sanitize "${san_cases[@]}"
