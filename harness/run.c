@@ -236,12 +236,16 @@ static void matrix_problem(matrix_state *m, const flash_problem *p, const char *
  * rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's kBlockM;
  * (1500, 2100) is past the 1024 up to which stages 13-15 pick shapes of their own for short
  * sequences, with tails in every tile size, and (2100, 1500) the same with rows 0..599 seeing no
- * key under the mask: whole query tiles with nothing to compute in the long shapes), heads ((8, 2)
- * is GQA) and batch 1 and 3: 176 cases. */
+ * key under the mask: whole query tiles with nothing to compute in the long shapes; (1500, 2016)
+ * has odd counts of key tiles, 21 whole ones of 96 keys and 13 of 160 with a tail, where the two
+ * pairs before have even ones: a kernel that takes its turns over two K/V slots in pairs meets a
+ * lone turn at either end of a query tile's loop, and with GQA and batch 3 there are more query
+ * tiles than SMs, so a persistent block's second tile starts in the other slot), heads ((8, 2) is
+ * GQA) and batch 1 and 3: 192 cases. */
 static void matrix_grid(matrix_state *m, flash_dtype dtype) {
     static const int seqs[][2] = {{1, 1},     {17, 17},   {64, 64},     {113, 203},   {203, 113},
                                   {128, 217}, {300, 17},  {1000, 1000}, {1023, 1024}, {1500, 2100},
-                                  {2100, 1500}};
+                                  {2100, 1500}, {1500, 2016}};
     static const int heads[2][2] = {{4, 4}, {8, 2}};
     static const int batches[2] = {1, 3};
     static const int head_dims[2] = {64, 128};
