@@ -82,35 +82,6 @@ build_variant() {
 #           those shapes has nothing to compute;
 #   longkv  seqlen_q 300, seqlen_k 1300, no mask, GQA: the shapes without a mask past those 1024
 #           keys (e4m3's 96-key tiles at head_dim 128, 160-key ones at 64), a K tail.
-# run_in_parallel JOBS FUNCTION CASE...: FUNCTION (exported with export -f) once per CASE, the
-# CASE's words as its arguments, JOBS at a time. The sanitizer's passes use it (tests/test_sanitizer.sh,
-# tools/grade.sh): a run's time is mostly the sanitizer's work on the CPU, not the kernel's on the
-# GPU, so independent runs on small problems share the GPU without changing what each one checks.
-# sanitizer_jobs [N]: N, or the CPU count, at most 8.
-run_in_parallel() {
-    local jobs=$1 fn=$2
-    shift 2
-    [ $# -gt 0 ] || return 0
-    printf '%s\n' "$@" | xargs -P "$jobs" -L 1 bash -c "$fn \"\$@\"" _
-}
-sanitizer_jobs() {
-    local j=${1:-$(nproc)}
-    [ "$j" -gt 8 ] && j=8
-    echo "$j"
-}
-# sanitizer_run LOG SANITIZER BIN STAGE TOOL PROBLEM HEAD_DIM DTYPE [ARG...]: one compute-sanitizer
-# run of BIN on a problem of sanitizer_problem (below), one warm-up-free iteration, the ARGs added;
-# its output in LOG and its exit status (9: the tool found an error) in LOG.rc, for run_in_parallel's
-# callers to report in their own order afterwards.
-sanitizer_run() {
-    local log=$1 san=$2 bin=$3 stage=$4 tool=$5 problem=$6 d=$7 dtype=$8
-    shift 8
-    # shellcheck disable=SC2046
-    "$san" --tool "$tool" --error-exitcode 9 "$bin" --stage "$stage" $(sanitizer_problem "$problem") \
-        --head-dim "$d" --dtype "$dtype" --warmup 0 --iters 1 "$@" >"$log" 2>&1
-    echo $? >"$log.rc"
-}
-
 # SANITIZER_PROBLEMS="long" (say) runs some of them only: a whole sanitizer pass over every stage
 # takes a long time, and can be split by problem as well as by stage.
 SANITIZER_PROBLEMS=${SANITIZER_PROBLEMS:-tails no-key nomask long longkv}
@@ -122,4 +93,33 @@ sanitizer_problem() {
     long)   echo "--batch 1 --seqlen-q 1400 --seqlen-k 1100 --heads 2 --kv-heads 1 --causal 1" ;;
     longkv) echo "--batch 1 --seqlen-q 300 --seqlen-k 1300 --heads 2 --kv-heads 1 --causal 0" ;;
     esac
+}
+
+# run_in_parallel JOBS FUNCTION CASE...: FUNCTION (exported with export -f) once per CASE, the
+# CASE's words as its arguments, JOBS at a time. The sanitizer's passes use it (tests/test_sanitizer.sh,
+# tools/grade.sh): a run's time is mostly the sanitizer's work on the CPU, not the kernel's on the
+# GPU, so independent runs on small problems share the GPU without changing what each one checks.
+run_in_parallel() {
+    local jobs=$1 fn=$2
+    shift 2
+    [ $# -gt 0 ] || return 0
+    printf '%s\n' "$@" | xargs -P "$jobs" -L 1 bash -c "$fn \"\$@\"" _
+}
+# sanitizer_jobs [N]: N, or the CPU count, at most 8.
+sanitizer_jobs() {
+    local j=${1:-$(nproc)}
+    [ "$j" -gt 8 ] && j=8
+    echo "$j"
+}
+# sanitizer_run LOG SANITIZER BIN STAGE TOOL PROBLEM HEAD_DIM DTYPE [ARG...]: one compute-sanitizer
+# run of BIN on a problem of sanitizer_problem (above), one warm-up-free iteration, the ARGs added;
+# its output in LOG and its exit status (9: the tool found an error) in LOG.rc, for run_in_parallel's
+# callers to report in their own order afterwards.
+sanitizer_run() {
+    local log=$1 san=$2 bin=$3 stage=$4 tool=$5 problem=$6 d=$7 dtype=$8
+    shift 8
+    # shellcheck disable=SC2046
+    "$san" --tool "$tool" --error-exitcode 9 "$bin" --stage "$stage" $(sanitizer_problem "$problem") \
+        --head-dim "$d" --dtype "$dtype" --warmup 0 --iters 1 "$@" >"$log" 2>&1
+    echo $? >"$log.rc"
 }
