@@ -66,7 +66,8 @@ COMMON_HEADERS := $(wildcard common/*.h common/*.cuh)
 HEADERS        := $(COMMON_HEADERS) $(wildcard harness/*.h)
 HARNESS_OBJ    := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(wildcard harness/*.c)) \
                   $(patsubst harness/%.cu,$(BUILD)/harness/%.o,$(wildcard harness/*.cu))
-API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o
+API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o \
+                  $(BUILD)/common/flash_counter.o
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
 .PHONY: help all lib test bench reference rounds rounds-shapes plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))

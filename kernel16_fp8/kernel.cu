@@ -17,7 +17,7 @@
  *            instructions the limit, O's rescale skipped where no row's max grew, and past 1024
  *            keys three consumer warpgroups (192 query rows) at both head dims, with 96-key tiles
  *            at head_dim 128 and 160 at 64 (128 causal). The bf16 and fp16 kernels
- *            are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
+ *            are stage 14's. The entry point flash_forward_fp8_kernel16 takes the descales.
  * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile,
  *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
  *            arithmetic; docs/15: the profile beside FlashAttention-3's).
@@ -26,7 +26,7 @@
  *            FA3, 1.00x stage 14. In e4m3: 839.3 TFLOP/s, 0.97x FA3 e4m3, 1.36x stage 14 bf16;
  *            causal 745.3 TFLOP/s, 0.97x FA3 e4m3, 1.35x stage 14 bf16.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
- * Run:       make kernel15 && ./run --dtype e4m3
+ * Run:       make kernel16 && ./run --dtype e4m3
  * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
  *            fragments), "cvt" (.e4m3x2) and "stmatrix"; §3.3 of the FlashAttention-3 paper.
  */
@@ -1048,36 +1048,36 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
     static std::atomic<bool> opted_in[kMaxDevices];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: no current device: %s", cudaGetErrorString(err));
+    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: no current device: %s", cudaGetErrorString(err));
     const bool cached = device < kMaxDevices;
     if (!(cached && opted_in[device].load(std::memory_order_acquire))) {
         err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: %d bytes of shared memory refused: %s", kSmemBytes,
+            return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
         if (cached) opted_in[device].store(true, std::memory_order_release);
     }
     CUtensorMap map_q, map_k, map_v, map_o;
-    int rc = flash_tma_map(&map_q, p->q, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, kBlockM, "kernel15_fp8", "q");
+    int rc = flash_tma_map(&map_q, p->q, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, kBlockM, "kernel16_fp8", "q");
     /* A K/V box is one block's part of a tile. */
-    if (!rc) rc = flash_tma_map(&map_k, p->k, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel15_fp8", "k");
-    if (!rc) rc = flash_tma_map(&map_v, p->v, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel15_fp8", "v");
+    if (!rc) rc = flash_tma_map(&map_k, p->k, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel16_fp8", "k");
+    if (!rc) rc = flash_tma_map(&map_v, p->v, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel16_fp8", "v");
     /* O is bf16 for e4m3 inputs. */
     const flash_dtype o_dtype = is_fp8<T>() ? FLASH_BF16 : p->dtype;
-    if (!rc) rc = flash_tma_map(&map_o, p->o, o_dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel15_fp8", "o");
+    if (!rc) rc = flash_tma_map(&map_o, p->o, o_dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel16_fp8", "o");
     if (rc) return rc;
     /* Query tiles in whole clusters per (head, batch), as the kernel counts them. */
     const long long num_tiles = (long long)((p->seqlen_q + kBlockM * kCluster - 1) / (kBlockM * kCluster)) * kCluster * p->heads_q * p->batch;
     /* Tile numbers and the stride past the last one must stay within an int. */
     if (num_tiles > INT_MAX / 2)
         return flash_set_error(FLASH_E_UNSUPPORTED,
-                               "kernel15_fp8: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
+                               "kernel16_fp8: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
                                "more than 2^30 - 1", num_tiles, kBlockM);
     int *tile_counter = nullptr;
     int sms = 0, pools = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
-    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: device attributes: %s", cudaGetErrorString(err));
+    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: device attributes: %s", cudaGetErrorString(err));
     /* The launch: with kCluster > 1, clusters of kCluster consecutive blocks (the grid a multiple of
      * it). A cluster's blocks must run at once on SMs of one GPC, so fewer blocks than SMs may fit:
      * the persistent grid is as many clusters as the device holds at once (the occupancy query),
@@ -1097,7 +1097,7 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
         config.gridDim = dim3(kCluster * sms);
         err = cudaOccupancyMaxActiveClusters(&clusters, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, &config);
         if (err != cudaSuccess || clusters < 1)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: no cluster of %d blocks fits the device: %s", kCluster,
+            return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: no cluster of %d blocks fits the device: %s", kCluster,
                                    err != cudaSuccess ? cudaGetErrorString(err) : "occupancy 0");
         resident = (long long)clusters * kCluster;
     }
@@ -1119,7 +1119,7 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
             cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
             err = cudaStreamIsCapturing(stream, &capture);
             if (err == cudaSuccess) err = cudaStreamGetId(stream, &stream_id);
-            if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: the stream: %s", cudaGetErrorString(err));
+            if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: the stream: %s", cudaGetErrorString(err));
             if (capture == cudaStreamCaptureStatusNone && cached) {
                 lock.lock();
                 slot = counter_for(device, stream_id);
@@ -1131,14 +1131,14 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
                 err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
                 if (err != cudaSuccess) {
                     cudaGetLastError();  // the failure is reported here, not again by the next launch's check
-                    return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: the tile counter: %s", cudaGetErrorString(err));
+                    return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: the tile counter: %s", cudaGetErrorString(err));
                 }
             }
             err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
             if (err != cudaSuccess) {
                 if (!slot) cudaFreeAsync(tile_counter, stream);
                 cudaGetLastError();
-                return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: zeroing the tile counter: %s", cudaGetErrorString(err));
+                return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: zeroing the tile counter: %s", cudaGetErrorString(err));
             }
         }
     }
@@ -1146,17 +1146,17 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
     /* A failed launch is also the runtime's last error, which flash_launch_status reports. */
     (void)cudaLaunchKernelEx(&config, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, *p, *descale, map_q, map_k, map_v, map_o,
                              tile_counter);
-    const int status = flash_launch_status("kernel15_fp8");
+    const int status = flash_launch_status("kernel16_fp8");
     if (slot) {
         /* The counter is this stream's until the call completes. */
         slot->stream_id = stream_id;
         err = cudaEventRecord(slot->done, stream);
         if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: recording the tile counter's event: %s", cudaGetErrorString(err));
+            return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: recording the tile counter's event: %s", cudaGetErrorString(err));
     } else if (tile_counter) {
         err = cudaFreeAsync(tile_counter, stream);
         if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: freeing the tile counter: %s", cudaGetErrorString(err));
+            return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: freeing the tile counter: %s", cudaGetErrorString(err));
     }
     return status;
 }
@@ -1186,11 +1186,11 @@ static int launch_dtype(const flash_problem *p, const flash_descale *descale, cu
 }
 
 /* The entry points (common/flash_internal.h): bf16 and fp16, then e4m3 with its descale factors. */
-extern "C" int flash_forward_kernel15(const flash_problem *p, cudaStream_t stream) {
+extern "C" int flash_forward_kernel16(const flash_problem *p, cudaStream_t stream) {
     const flash_descale ones = {1.0f, 1.0f, 1.0f};
     return p->dtype == FLASH_BF16 ? launch_dtype<__nv_bfloat16>(p, &ones, stream) : launch_dtype<__half>(p, &ones, stream);
 }
 
-extern "C" int flash_forward_fp8_kernel15(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
+extern "C" int flash_forward_fp8_kernel16(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
     return launch_dtype<__nv_fp8_e4m3>(p, descale, stream);
 }
