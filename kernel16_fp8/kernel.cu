@@ -1,7 +1,7 @@
 /*
- * Stage 15 - fp8: e4m3 inputs at twice the tensor cores' rate.
+ * Stage 16 - fp8: q, k and v in e4m3, through the tensor cores' 8-bit instructions.
  *
- * Technique: FlashAttention-3's third idea, low precision (docs/15_fp8.md), on top of stage 14: q, k
+ * Technique: FlashAttention-3's third idea, low precision (docs/16_fp8.md), on top of stage 15: q, k
  *            and v in e4m3 with a descale factor each, O in bf16. wgmma m64nNk32 multiplies 8-bit
  *            operands at twice the bf16 rate, but reads both of them K-major only, so P V needs V
  *            with its keys along the rows: the producer warpgroup's warps 1-3 transpose every V
@@ -16,20 +16,18 @@
  *            stored in bf16, the LSE corrected by 8 ln 2; and, since e4m3 tiles leave the warps'
  *            instructions the limit, O's rescale skipped where no row's max grew, and past 1024
  *            keys three consumer warpgroups (192 query rows) at both head dims, with 96-key tiles
- *            at head_dim 128 and 160 at 64 (128 causal). The bf16 and fp16 kernels
- *            are stage 14's. The entry point flash_forward_fp8_kernel16 takes the descales.
+ *            at head_dim 128 and 160 at 64 (128 causal). The bf16 and fp16 kernels are stage
+ *            15's. The entry point flash_forward_fp8_kernel16 takes the descales.
  * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile,
  *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
- *            arithmetic; docs/15: the profile beside FlashAttention-3's).
- * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit 0550561): 615.6 TFLOP/s, 0.95x FA3, 1.00x stage 14; causal 549.8 TFLOP/s, 0.94x
- *            FA3, 1.00x stage 14. In e4m3: 839.3 TFLOP/s, 0.97x FA3 e4m3, 1.36x stage 14 bf16;
- *            causal 745.3 TFLOP/s, 0.97x FA3 e4m3, 1.35x stage 14 bf16.
+ *            arithmetic; docs/16: the profile beside FlashAttention-3's).
+ * Measured:  to be measured.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
  * Run:       make kernel16 && ./run --dtype e4m3
- * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
+ * Read:      docs/16_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
  *            fragments), "cvt" (.e4m3x2) and "stmatrix"; §3.3 of the FlashAttention-3 paper.
  */
+#include "flash_counter.h"
 #include "flash_internal.h"
 #include "flash_tma.h"
 #include "hopper.cuh"
@@ -40,7 +38,6 @@
 #include <stdint.h>
 
 #include <atomic>
-#include <mutex>
 
 /* ---------------------------------------------------------------------------------------------
  * Tile configuration
@@ -55,8 +52,7 @@ template <int M, int N, int C, int R, int S, int B, int K>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B, kCluster = K;
 };
-/* Clusters of two at head_dim 128 without a mask, as FlashAttention-3 runs them; none at head_dim
- * 64 and none with a mask (docs/14 measures both). */
+/* bf16 and fp16: stage 15's shapes. */
 #ifndef FLASH_TILE_D64
 #define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 1
 #endif
@@ -72,27 +68,22 @@ struct TileShape {
 #ifndef FLASH_TILE_D128_CAUSAL
 #define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 1
 #endif
-/* Short causal sequences at head_dim 64 (seqlen_q up to FLASH_SHORT_CAUSAL) take 128 query rows
- * and two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3
- * tiles of 192) are paid for in the grid's shortest tile (tile_work), but at 512 and 1k three
- * consumers still measured slower than two: the spare rows are a larger share of fewer, shorter
- * tiles. From 2k on a third consumer is faster (docs/13). */
+/* Short causal sequences at head_dim 64 (seqlen_q up to kShortCausal): 128 query rows and two
+ * consumers, as in stage 15. */
 #ifndef FLASH_TILE_D64_CAUSAL_SHORT
 #define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 1
 #endif
-#ifndef FLASH_SHORT_CAUSAL
-#define FLASH_SHORT_CAUSAL 1024
-#endif
+constexpr int kShortCausal = 1024;
 /* e4m3 inputs: no cluster, causal or not, the producer warpgroup's other three warps transposing
- * V, and past FLASH_SHORT_FP8 keys 192 query rows for three consumers of 160 registers, as in bf16
+ * V, and past kShortFp8 keys 192 query rows for three consumers of 160 registers, as in bf16
  * at head_dim 64. With e4m3 a tile's GEMMs take half the tensor cores' time of bf16's, and the
  * softmax, whose instructions wait on each other's results, is what each consumer warpgroup's
  * turn waits for: a third warpgroup gives each scheduler a third consumer warp to issue from while
  * the other two wait. At head_dim 128 its registers hold an S of 96 keys beside O's 64 by 128; at
  * head_dim 64 an S of 160 keys without a mask (FlashAttention-3's e4m3 shape there), and of 128
  * with one (at 160 ptxas spills the causal loop). Where the keys are few (seqlen_k up to
- * FLASH_SHORT_FP8) 128 rows by 128 keys: the spare rows and keys of the last tiles cost more than
- * the larger tiles save (docs/15 measures the shapes). */
+ * kShortFp8) 128 rows by 128 keys: the spare rows and keys of the last tiles cost more than
+ * the larger tiles save (docs/16 measures the shapes). */
 #ifndef FLASH_TILE_FP8_D128
 #define FLASH_TILE_FP8_D128 192, 96, 3, 160, 2, 1, 1
 #endif
@@ -105,9 +96,7 @@ struct TileShape {
 #ifndef FLASH_TILE_FP8_SHORT
 #define FLASH_TILE_FP8_SHORT 128, 128, 2, 232, 2, 1, 1
 #endif
-#ifndef FLASH_SHORT_FP8
-#define FLASH_SHORT_FP8 1024
-#endif
+constexpr int kShortFp8 = 1024;
 template <int kHeadDim, bool kCausal, bool kShort, bool kFp8> struct Tile;
 template <> struct Tile<64, false, false, false> : TileShape<FLASH_TILE_D64> {};
 template <> struct Tile<128, false, false, false> : TileShape<FLASH_TILE_D128> {};
@@ -250,8 +239,8 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t
  * col0 + 2t, that bound is one number per row, so that each element is one comparison of it with a
  * constant (8 nt + (e & 1)) and one select: two instructions an element, where comparing each
  * column with both bounds took three, on the diagonal tile every causal query tile starts with.
- * The causal offset seqlen_k - seqlen_q is read from p here, not passed in: held in a register
- * from the kernel's start, it was the one value e4m3's 192-key tiles (an earlier shape) spilled. */
+ * The causal offset seqlen_k - seqlen_q is read from p here, not held in a register from the
+ * kernel's start, which e4m3's consumers (160 registers) cannot spare. */
 template <bool kCausal, int kNTilesS>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p) {
     const int t = threadIdx.x % 4;
@@ -405,17 +394,13 @@ __device__ __forceinline__ void transpose_share(uint32_t v_tile, uint32_t vt_til
     for (int u = kW; u < kUnits; u += kWarps) transpose_v_e4m3<kRowBytes, kHeadDim>(v_tile, vt_tile, u % kGroups, u / kGroups);
 }
 
-/* Causal tiles are numbered longest first within a group of FLASH_CAUSAL_HEAD_GROUP (head, batch)
- * pairs: with groups of one, each head's longest tile comes right after the previous head's
- * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
- * beside them. Larger groups put the longest tiles of several heads first and keep the grid's
- * K/V working set at a group's heads, for the L2. Groups of four measured faster than one on the
- * causal sweep (most at short sequences) and level with or faster than eight (docs/13). */
-#ifndef FLASH_CAUSAL_HEAD_GROUP
-#define FLASH_CAUSAL_HEAD_GROUP 4
-#endif
-constexpr int kCausalHeadGroup = FLASH_CAUSAL_HEAD_GROUP;
-static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pairs per group, at least one");
+/* Causal tiles are numbered longest first within a group of kCausalHeadGroup (head, batch) pairs:
+ * with groups of one, each head's longest tile comes right after the previous head's shortest, and
+ * the last heads' longest tiles are handed out last, when nothing is left to run beside them.
+ * Larger groups put the longest tiles of several heads first and keep the grid's K/V working set
+ * at a group's heads, for the L2. Groups of four measure faster than one on the causal sweep (most
+ * at short sequences) and level with or faster than eight (docs/15). */
+constexpr int kCausalHeadGroup = 4;
 
 /* One query tile of the work: tile w of num_m * heads_q * batch, query blocks fastest (consecutive
  * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first
@@ -445,8 +430,7 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
      * are all masked for them), and written twice. A causal grid's first tile visits the fewest
      * keys and its last the most, so a tiling whose rows do not divide the sequence (192-row tiles
      * at 2k keys: 10.7 tiles) pays for its spare rows in the shortest tile instead of past the end
-     * of the longest. (A first tile starting before row 0, with rows the copy engine would fill
-     * with zeros, stopped the kernel with an illegal instruction on the H200.) */
+     * of the longest. */
     tw.row0 = kCausal ? max(0, p.seqlen_q - (num_m - tw.m_block) * kBlockM) : tw.m_block * kBlockM;
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
@@ -491,9 +475,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * kLaunchRegs per thread (what __launch_bounds__ lets ptxas give each of kMinBlocks blocks of
      * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
      * block's pool, and the increase waits until that pool holds what it asks for. Asking for
-     * more than the block owns waits forever. The producer keeps 40 (24 in stages 11 and 12): it
-     * also hands out the query tiles now, and at 24 ptxas spills its causal loop. With three
-     * consumers it keeps 32, which leaves them 160 each of the block's 512 x 128. */
+     * more than the block owns waits forever. The producer keeps 40, as in stage 13; with three
+     * consumers 32, which leaves them 160 each of the block's 512 x 128. */
     constexpr int kProducerRegs = kNConsumers == 2 ? 40 : 32, kConsumerRegs = Shape::kConsumerRegs;
     constexpr int kLaunchRegs = (65536 / (Shape::kMinBlocks * kNThreads)) / 8 * 8;
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
@@ -776,8 +759,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
     /* Its work is recomputed from the tile's number where the epilogue needs it, not held across the
-     * loop: a consumer of three has 160 registers, and the three numbers it would hold made ptxas
-     * spill e4m3's loop with the mask at head_dim 128 (stage 15). */
+     * loop: a consumer of three has 160 registers, and the three numbers it would hold make ptxas
+     * spill e4m3's loop with the mask at head_dim 128. */
     int prev_w = 0;
     bool has_prev = false;
     uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile (as TMA brought it)
@@ -910,8 +893,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
          * tensor cores finish this warpgroup's P V and run the other warpgroups' GEMMs. O is
          * rescaled by the new alpha as soon as that P V is complete, in the same stretch of code as
          * the softmax, where its multiplications fill the issue slots the exp2 leaves free; before
-         * the next turn's fence (stage 13) ptxas moved them past the turn's barrier, between the
-         * barrier and the first wgmma. */
+         * the next turn's fence, as in stage 13, ptxas moves them past the turn's barrier, between
+         * the barrier and the first wgmma. */
         auto turn = [&](int tile, bool masked) {
             const int n_block = n_blocks - 1 - tile;
             const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
@@ -977,63 +960,12 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-/* The grid: as many blocks as the GPU holds at once, each working through query tiles. Without a
- * mask they are all equal, and block b takes tiles b, b + gridDim.x, ...; causal tiles are not:
- * with that fixed stride, 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only
- * ever get tiles of rank b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work
- * than the mean. So a causal grid takes its tiles from a counter in global memory, zeroed on the
- * stream before each call, in the order the tiles are numbered (longest first). */
+/* The grid: as many blocks as the GPU holds at once, each working through query tiles; a causal
+ * grid takes them from a counter in global memory (common/flash_counter.h), as in stage 15. */
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
-
-/* The tile counters. A counter belongs to one call at a time: two calls running at once on two
- * streams would share out each other's tiles. Allocating one per call in stream order
- * (cudaMallocAsync, cudaFreeAsync) guarantees that and was the first version; it measured slower
- * at every causal point of the sweep (docs/13: the allocation and the free sit between the
- * kernels of consecutive calls). So each device keeps up to kCounterSlots counters, each with the
- * stream of its last call (by cudaStreamGetId, which never names two streams of a process alike)
- * and an event recorded after that call. A call takes the counter its stream used last (stream
- * order puts its zeroing after that call's kernel), or one whose last call has completed, or a new
- * one; under a lock, held until its own event is recorded, so that no other host thread takes the
- * same counter in between. A stream being captured into a graph, or a call that finds every
- * counter busy on other streams, allocates its own in stream order as before. */
-constexpr int kCounterSlots = 8;
-struct TileCounter {
-    int *counter;                   // nullptr: not allocated yet
-    cudaEvent_t done;               // recorded after the last call that used it
-    unsigned long long stream_id;   // that call's stream
-};
-static std::mutex counters_mutex;
-static TileCounter counters[kMaxDevices][kCounterSlots];
-
-/* A counter of `device` free for a call on stream `stream_id`, or nullptr (all busy elsewhere, or
- * no memory for another). The caller holds counters_mutex. */
-static TileCounter *counter_for(int device, unsigned long long stream_id) {
-    TileCounter *slots = counters[device];
-    for (int i = 0; i < kCounterSlots; ++i)
-        if (slots[i].counter && slots[i].stream_id == stream_id) return &slots[i];
-    /* cudaErrorNotReady, the answer for a call still running, is not recorded as an error. */
-    for (int i = 0; i < kCounterSlots; ++i)
-        if (slots[i].counter && cudaEventQuery(slots[i].done) == cudaSuccess) return &slots[i];
-    for (int i = 0; i < kCounterSlots; ++i) {
-        if (slots[i].counter) continue;
-        if (cudaMalloc(&slots[i].counter, sizeof(int)) != cudaSuccess) {
-            slots[i].counter = nullptr;
-            cudaGetLastError();  // the fallback allocates in stream order, and reports a failure there
-            return nullptr;
-        }
-        if (cudaEventCreateWithFlags(&slots[i].done, cudaEventDisableTiming) != cudaSuccess) {
-            cudaFree(slots[i].counter);
-            slots[i].counter = nullptr;
-            cudaGetLastError();
-            return nullptr;
-        }
-        return &slots[i];
-    }
-    return nullptr;
-}
 
 /* The tensor maps are encoded on every call, inside the call the caller times: three calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
@@ -1073,7 +1005,6 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
         return flash_set_error(FLASH_E_UNSUPPORTED,
                                "kernel16_fp8: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
                                "more than 2^30 - 1", num_tiles, kBlockM);
-    int *tile_counter = nullptr;
     int sms = 0, pools = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
@@ -1106,59 +1037,24 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
      * tiles in an int (slots and phases follow the count), and with the counter one block may in
      * principle take every tile, so a problem whose K/V tiles of all query tiles could overflow
      * that int runs this way; so does a causal call on a device without stream-ordered
-     * allocation, which the counter may need (below). */
+     * allocation, which the counter may need (common/flash_counter.c). */
     const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
     const bool persistent = !(num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools));
     int grid = (int)num_tiles;
-    TileCounter *slot = nullptr;
-    unsigned long long stream_id = 0;
-    std::unique_lock<std::mutex> lock(counters_mutex, std::defer_lock);
+    flash_tile_counter counter = {};
     if (persistent) {
         grid = (int)min(num_tiles, resident);
         if (kCausal) {
-            cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-            err = cudaStreamIsCapturing(stream, &capture);
-            if (err == cudaSuccess) err = cudaStreamGetId(stream, &stream_id);
-            if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: the stream: %s", cudaGetErrorString(err));
-            if (capture == cudaStreamCaptureStatusNone && cached) {
-                lock.lock();
-                slot = counter_for(device, stream_id);
-            }
-            if (slot) {
-                tile_counter = slot->counter;
-            } else {
-                /* Stream-ordered: this call's own counter, freed after its kernel. */
-                err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
-                if (err != cudaSuccess) {
-                    cudaGetLastError();  // the failure is reported here, not again by the next launch's check
-                    return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: the tile counter: %s", cudaGetErrorString(err));
-                }
-            }
-            err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
-            if (err != cudaSuccess) {
-                if (!slot) cudaFreeAsync(tile_counter, stream);
-                cudaGetLastError();
-                return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: zeroing the tile counter: %s", cudaGetErrorString(err));
-            }
+            const int rc_counter = flash_tile_counter_take(&counter, device, stream, "kernel16_fp8");
+            if (rc_counter) return rc_counter;
         }
     }
     config.gridDim = dim3(grid);
     /* A failed launch is also the runtime's last error, which flash_launch_status reports. */
     (void)cudaLaunchKernelEx(&config, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, *p, *descale, map_q, map_k, map_v, map_o,
-                             tile_counter);
+                             counter.counter);
     const int status = flash_launch_status("kernel16_fp8");
-    if (slot) {
-        /* The counter is this stream's until the call completes. */
-        slot->stream_id = stream_id;
-        err = cudaEventRecord(slot->done, stream);
-        if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: recording the tile counter's event: %s", cudaGetErrorString(err));
-    } else if (tile_counter) {
-        err = cudaFreeAsync(tile_counter, stream);
-        if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: freeing the tile counter: %s", cudaGetErrorString(err));
-    }
-    return status;
+    return counter.counter ? flash_tile_counter_done(&counter, stream, status, "kernel16_fp8") : status;
 }
 
 template <typename T>
@@ -1166,7 +1062,7 @@ static int launch_dtype(const flash_problem *p, const flash_descale *descale, cu
     if constexpr (is_fp8<T>()) {
         /* e4m3: 128 x 128 tiles where the keys are few (FLASH_TILE_FP8_SHORT), the shapes above
          * otherwise. */
-        const bool few_keys = p->seqlen_k <= FLASH_SHORT_FP8;
+        const bool few_keys = p->seqlen_k <= kShortFp8;
         if (p->head_dim == 64) {
             if (p->causal)
                 return few_keys ? launch<T, 64, true, true>(p, descale, stream) : launch<T, 64, true, false>(p, descale, stream);
@@ -1178,7 +1074,7 @@ static int launch_dtype(const flash_problem *p, const flash_descale *descale, cu
     } else {
         if (p->head_dim == 64) {
             if (!p->causal) return launch<T, 64, false, false>(p, descale, stream);
-            return p->seqlen_q <= FLASH_SHORT_CAUSAL ? launch<T, 64, true, true>(p, descale, stream)
+            return p->seqlen_q <= kShortCausal ? launch<T, 64, true, true>(p, descale, stream)
                                                      : launch<T, 64, true, false>(p, descale, stream);
         }
         return p->causal ? launch<T, 128, true, false>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);

@@ -451,14 +451,14 @@ def find_rounds(csv_path):
     """The rounds file of the benchmark CSV <dir>/<stem>.csv: the newest <dir>/rounds/<stem>_*.csv
     (tools/results_md.py takes the same file for the README's ratios), newest by the latest date
     inside, which a checkout does not change, then by modification time. Names ending in
-    _again.csv are the second measurement of a commit (the reproducibility check): never the
-    ladder's. Returns (path, Rounds) or None; raises CsvError for a malformed candidate."""
+    _again.csv are the second measurement of a commit (the reproducibility check), names ending in
+    _nosettle.csv its rounds without the settling work (make rounds-nosettle): never the ladder's. Returns (path, Rounds) or None; raises CsvError for a malformed candidate."""
     directory, name = os.path.split(csv_path)
     stem = os.path.splitext(name)[0]
     pattern = os.path.join(directory or ".", "rounds", glob.escape(stem) + "_*.csv")
     candidates = []
     for path in glob.glob(pattern):
-        if path.endswith("_again.csv"):
+        if path.endswith(("_again.csv", "_nosettle.csv")):
             continue
         rounds = Rounds.from_csv(path)
         if rounds.rows:

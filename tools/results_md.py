@@ -599,6 +599,8 @@ TUNE_SHAPES = {
     "11": CONSUMER_SHAPE,
     "12": CONSUMER_SHAPE,
     "13": CONSUMER_SHAPE,
+    "14": CONSUMER_SHAPE + " x cluster",
+    "15": CONSUMER_SHAPE + " x cluster",
 }
 # stage -> (suffix, column header, {has the suffix: label})
 TUNE_VARIANTS = {
