@@ -176,10 +176,13 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t
  * is masked when it lies past the last key its row sees; counted from the thread's first column,
  * col0 + 2t, that bound is one number per row, so that each element is one comparison of it with a
  * constant (8 nt + (e & 1)) and one select: two instructions an element, where comparing each
- * column with both bounds took three, on the diagonal tile every causal query tile starts with. */
+ * column with both bounds took three, on the diagonal tile every causal query tile starts with.
+ * The causal offset seqlen_k - seqlen_q is read from p here, not held in a register from the
+ * kernel's start: a consumer of three has 160 registers. */
 template <bool kCausal, int kNTilesS>
-__device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p, int diag) {
+__device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p) {
     const int t = threadIdx.x % 4;
+    const int diag = p.seqlen_k - p.seqlen_q;
     int last[2];  // the last key rows row_g and row_g + 8 see, counted from col0 + 2t
 #pragma unroll
     for (int h = 0; h < 2; ++h) last[h] = (kCausal ? min(p.seqlen_k - 1, row_g + 8 * h + diag) : p.seqlen_k - 1) - col0 - 2 * t;
@@ -430,7 +433,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * the LSE skip rows past seqlen_q), but loads its part of every K/V tile for its partner. */
     const int num_m = (p.seqlen_q + kBlockM * kCluster - 1) / (kBlockM * kCluster) * kCluster;
     const uint32_t rank = kCluster > 1 ? cluster_ctarank() : 0;  // this block's part of each K/V tile
-    const int diag = p.seqlen_k - p.seqlen_q;
     const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warpgroup = warp / 4;  // 0: the producer; 1 .. kNConsumers: the consumers
@@ -715,7 +717,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_hold(acc_s);
             if (last) break;
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * s0);
-            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p);
             /* The first tile's alpha would rescale an O that finish_prev has just zeroed. */
             float alpha[2];
             softmax_tile(acc_s, m, l, alpha, scale_log2);
@@ -745,7 +747,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_wait<1>();
             wgmma_hold(acc_s);
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * stage);
-            if (masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+            if (masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p);
             float alpha[2];
             softmax_tile(acc_s, m, l, alpha, scale_log2);
             wgmma_wait<0>();

@@ -9,15 +9,15 @@
  *            order in which P, packed from S's accumulators to e4m3, lands in the 8-bit A fragment,
  *            so that neither side moves a value between threads. P is 2^8 times P (e4m3's normal
  *            range), the descales join the softmax scale (q, k) and 1/l (v).
- * Changed:   e4m3 instantiations beside bf16 and fp16 (is_fp8, OutType): Q, K and V tiles of
- *            head_dim bytes (64-byte swizzle at head_dim 64), a V^T tile per K/V slot with full and
- *            empty barriers of its own, the transposing warps reading the producer's messages, P
- *            packed by pack_p_e4m3, the k32 steps of qk_tile and pv_tile, p_shift, O staged and
- *            stored in bf16, the LSE corrected by 8 ln 2; and, since e4m3 tiles leave the warps'
- *            instructions the limit, O's rescale skipped where no row's max grew, and past 1024
- *            keys three consumer warpgroups (192 query rows) at both head dims, with 96-key tiles
- *            at head_dim 128 and 160 at 64 (128 causal). The bf16 and fp16 kernels are stage
- *            15's. The entry point flash_forward_fp8_kernel16 takes the descales.
+ * Changed:   the kernel takes its dtype's path (Path16, stage 15's, or PathE4m3) and its tile
+ *            shape as template parameters, and asks the path for everything that differs: row
+ *            bytes, the k32 steps of qk_tile and pv_tile, P's packing (pack_p_e4m3), the shift of P,
+ *            the descales, O in bf16, and for e4m3 a V^T tile per K/V slot with barriers of its own
+ *            and the transposing warps (transpose_v_tiles), which read the producer's messages.
+ *            e4m3 has tile shapes of its own: three consumers (192 query rows) past 1024 keys, with
+ *            96-key tiles at head_dim 128 and 160 at 64 (128 causal), no cluster; and since e4m3
+ *            tiles leave the warps' instructions the limit, O's rescale is skipped where no row's
+ *            max grew. The entry point flash_forward_fp8_kernel16 takes the descales.
  * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile,
  *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
  *            arithmetic; docs/16: the profile beside FlashAttention-3's).
@@ -47,12 +47,13 @@
  * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
  * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
  * file among them), kCluster blocks per cluster sharing each K/V tile (1: no cluster). The macros
- * let a build try other shapes. */
+ * let a build try other shapes (make tune K=15). */
 template <int M, int N, int C, int R, int S, int B, int K>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B, kCluster = K;
 };
-/* bf16 and fp16: stage 15's shapes. */
+/* Clusters of two at head_dim 128 without a mask, as in stage 14. At head_dim 64, three consumers
+ * of 160 registers each. */
 #ifndef FLASH_TILE_D64
 #define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 1
 #endif
@@ -68,22 +69,31 @@ struct TileShape {
 #ifndef FLASH_TILE_D128_CAUSAL
 #define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 1
 #endif
-/* Short causal sequences at head_dim 64 (seqlen_q up to kShortCausal): 128 query rows and two
- * consumers, as in stage 15. */
+/* Short causal sequences at head_dim 64 (seqlen_q up to kShortCausal) take 128 query rows and
+ * two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3 tiles of
+ * 192) are paid for in the grid's shortest tile (tile_work), but at 512 and 1k three consumers
+ * measure slower than two: the spare rows are a larger share of fewer, shorter tiles. From 2k on a
+ * third consumer is faster (docs/15). */
 #ifndef FLASH_TILE_D64_CAUSAL_SHORT
 #define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 1
 #endif
 constexpr int kShortCausal = 1024;
+template <int kHeadDim, bool kCausal, bool kShort> struct Tile;
+template <> struct Tile<64, false, false> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128, false, false> : TileShape<FLASH_TILE_D128> {};
+template <> struct Tile<64, true, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
+template <> struct Tile<128, true, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
+template <> struct Tile<64, true, true> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
 /* e4m3 inputs: no cluster, causal or not, the producer warpgroup's other three warps transposing
- * V, and past kShortFp8 keys 192 query rows for three consumers of 160 registers, as in bf16
+ * V, and past kFewKeysFp8 keys 192 query rows for three consumers of 160 registers, as in bf16
  * at head_dim 64. With e4m3 a tile's GEMMs take half the tensor cores' time of bf16's, and the
  * softmax, whose instructions wait on each other's results, is what each consumer warpgroup's
  * turn waits for: a third warpgroup gives each scheduler a third consumer warp to issue from while
  * the other two wait. At head_dim 128 its registers hold an S of 96 keys beside O's 64 by 128; at
  * head_dim 64 an S of 160 keys without a mask (FlashAttention-3's e4m3 shape there), and of 128
  * with one (at 160 ptxas spills the causal loop). Where the keys are few (seqlen_k up to
- * kShortFp8) 128 rows by 128 keys: the spare rows and keys of the last tiles cost more than
- * the larger tiles save (docs/16 measures the shapes). */
+ * kFewKeysFp8) 128 rows by 128 keys: the spare rows and keys of the last tiles cost more than the
+ * larger tiles save (docs/16 measures the shapes). */
 #ifndef FLASH_TILE_FP8_D128
 #define FLASH_TILE_FP8_D128 192, 96, 3, 160, 2, 1, 1
 #endif
@@ -93,61 +103,19 @@ constexpr int kShortCausal = 1024;
 #ifndef FLASH_TILE_FP8_D64_CAUSAL
 #define FLASH_TILE_FP8_D64_CAUSAL 192, 128, 3, 160, 2, 1, 1
 #endif
-#ifndef FLASH_TILE_FP8_SHORT
-#define FLASH_TILE_FP8_SHORT 128, 128, 2, 232, 2, 1, 1
+#ifndef FLASH_TILE_FP8_FEW_KEYS
+#define FLASH_TILE_FP8_FEW_KEYS 128, 128, 2, 232, 2, 1, 1
 #endif
-constexpr int kShortFp8 = 1024;
-template <int kHeadDim, bool kCausal, bool kShort, bool kFp8> struct Tile;
-template <> struct Tile<64, false, false, false> : TileShape<FLASH_TILE_D64> {};
-template <> struct Tile<128, false, false, false> : TileShape<FLASH_TILE_D128> {};
-template <> struct Tile<64, true, false, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
-template <> struct Tile<128, true, false, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
-template <> struct Tile<64, true, true, false> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
-template <bool kCausal> struct Tile<128, kCausal, false, true> : TileShape<FLASH_TILE_FP8_D128> {};
-template <> struct Tile<64, false, false, true> : TileShape<FLASH_TILE_FP8_D64> {};
-template <> struct Tile<64, true, false, true> : TileShape<FLASH_TILE_FP8_D64_CAUSAL> {};
-template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, true, true> : TileShape<FLASH_TILE_FP8_SHORT> {};
-
-/* e4m3 inputs are one byte (the other dtypes two), and their O is written in bf16. */
-template <typename T> __host__ __device__ constexpr bool is_fp8() { return sizeof(T) == 1; }
-template <typename T> struct OutType { using type = T; };
-template <> struct OutType<__nv_fp8_e4m3> { using type = __nv_bfloat16; };
-
-/* Bytes of a Q, K or V tile row in shared memory: 128 (64 16-bit elements of the head, or an e4m3
- * head of 128), or 64 (an e4m3 head of 64, in the 64-byte swizzle): a tile is head_dim bytes /
- * kRowBytes column blocks of such rows (common/hopper.cuh). */
-template <typename T, int kHeadDim> __host__ __device__ constexpr int row_bytes() {
-    return kHeadDim * (int)sizeof(T) < 128 ? kHeadDim * (int)sizeof(T) : 128;
-}
-
-/* The K-major descriptor of a Q or K tile in its swizzle. */
-template <int kRowBytes>
-__device__ __forceinline__ uint64_t desc_qk(uint32_t smem_addr) {
-    return kRowBytes == 128 ? wgmma_desc_k_major(smem_addr) : wgmma_desc_k_major_sw64(smem_addr);
-}
-
-/* e4m3's P is 2^8 times P, so that its values land in e4m3's normal range (up to 256 of 448)
- * rather than among the subnormals below 2^-6, which keep fewer bits: exp2(x + 8) instead of
- * exp2(x). The sum l scales alike, so O = acc / l does not change, and the LSE takes the 8 back. */
-template <typename T> __host__ __device__ constexpr int p_shift() { return is_fp8<T>() ? 8 : 0; }
+constexpr int kFewKeysFp8 = 1024;
+template <int kHeadDim, bool kCausal, bool kFewKeys> struct TileE4m3;
+template <bool kCausal> struct TileE4m3<128, kCausal, false> : TileShape<FLASH_TILE_FP8_D128> {};
+template <> struct TileE4m3<64, false, false> : TileShape<FLASH_TILE_FP8_D64> {};
+template <> struct TileE4m3<64, true, false> : TileShape<FLASH_TILE_FP8_D64_CAUSAL> {};
+template <int kHeadDim, bool kCausal> struct TileE4m3<kHeadDim, kCausal, true> : TileShape<FLASH_TILE_FP8_FEW_KEYS> {};
 
 /* Two Q_i buffers, so that the next query tile's Q_i lands while the consumers still issue their
  * S with this one, and the joint turn never waits for it. */
 constexpr int kQBuffers = 2;
-/* A K/V slot: K_j, then V_j as TMA brought it, then for e4m3 V_j^T ([head_dim, keys], a column block
- * per 128 keys), which P V reads. */
-template <typename T, int kHeadDim, int kBlockN>
-__host__ __device__ constexpr int slot_bytes() {
-    return 2 * kBlockN * kHeadDim * (int)sizeof(T) + (is_fp8<T>() ? kHeadDim * ((kBlockN + 127) / 128) * 128 : 0);
-}
-/* Shared memory of one block: the Q_i buffers, O's staging tile (in O's dtype) and kStages K/V
- * slots, plus 1 KiB to align the tiles. */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr int smem_bytes() {
-    using Shape = Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>;
-    return kQBuffers * Shape::kBlockM * kHeadDim * (int)sizeof(T) + Shape::kBlockM * kHeadDim * (int)sizeof(typename OutType<T>::type) +
-           Shape::kStages * slot_bytes<T, kHeadDim, Shape::kBlockN>() + 1024;
-}
 /* A block may have 227 KiB of shared memory on sm_90; the kernel's own __shared__ barriers and
  * messages take well under the 1 KiB kept back for them here. */
 constexpr int kSmemLimit = 227 * 1024, kStaticSmemBound = 1024;
@@ -170,9 +138,8 @@ __device__ __forceinline__ int smem_idx(int row, int col) {
  * sw64_byte (e4m3: a single block). Rows past the sequence arrive as zeros. The mbarrier `bar` is
  * told to expect the whole tile's bytes (zeros included) with the one arrival it waits for, so its
  * phase completes when the last box has landed. Called by one thread. */
-template <typename T, int kHeadDim, int kRows>
+template <typename T, int kHeadDim, int kRows, int kRowBytes>
 __device__ __forceinline__ void load_tile(uint32_t smem_base, const CUtensorMap *map, uint32_t bar, int head, int row, int batch) {
-    constexpr int kRowBytes = row_bytes<T, kHeadDim>();
     mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * (int)sizeof(T));
 #pragma unroll
     for (int c = 0; c < kHeadDim * (int)sizeof(T) / kRowBytes; ++c)
@@ -186,19 +153,20 @@ __device__ __forceinline__ void load_tile(uint32_t smem_base, const CUtensorMap 
  * 8-row swizzle atom, so each part keeps the slot's layout). Each block's barrier expects the whole
  * tile, its own part and the others' alike, in whatever order they land: the phase completes only
  * once the producer's arrival and all the bytes are in. With kCluster 1 this is load_tile. */
-template <typename T, int kHeadDim, int kRows, int kCluster>
+template <typename T, int kHeadDim, int kRows, int kRowBytes, int kCluster>
 __device__ __forceinline__ void load_kv_tile(uint32_t smem_base, const CUtensorMap *map, uint32_t bar, int head, int row, int batch,
                                              uint32_t rank) {
     static_assert(kRows % (8 * kCluster) == 0, "each block's part of a K/V tile is whole 8-row atoms");
-    constexpr int kPart = kRows / kCluster, kRowBytes = row_bytes<T, kHeadDim>();
+    static_assert(kCluster == 1 || sizeof(T) == 2, "clusters share 16-bit tiles (e4m3 runs without)");
+    constexpr int kPart = kRows / kCluster;
     if constexpr (kCluster == 1) {
-        load_tile<T, kHeadDim, kRows>(smem_base, map, bar, head, row, batch);
+        load_tile<T, kHeadDim, kRows, kRowBytes>(smem_base, map, bar, head, row, batch);
     } else {
-        mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * (int)sizeof(T));
+        mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * 2);
 #pragma unroll
-        for (int c = 0; c < kHeadDim * (int)sizeof(T) / kRowBytes; ++c)
-            tma_load_4d_multicast(smem_base + c * kRows * kRowBytes + rank * kPart * kRowBytes, map, bar, (1u << kCluster) - 1,
-                                  c * kRowBytes / (int)sizeof(T), head, row + (int)rank * kPart, batch);
+        for (int c = 0; c < kHeadDim / 64; ++c)
+            tma_load_4d_multicast(smem_base + c * kRows * 128 + rank * kPart * 128, map, bar, (1u << kCluster) - 1, 64 * c, head,
+                                  row + (int)rank * kPart, batch);
     }
 }
 
@@ -217,15 +185,14 @@ __device__ __forceinline__ void release_slot(uint32_t bar) {
 /* S = Q_i K_j^T for this warpgroup's 64 rows: one wgmma m64n{kBlockN} per 32 bytes of the head
  * (k16 for 16-bit inputs, k32 for e4m3). q_desc describes the first byte of the warpgroup's rows of
  * Q_i (column block 0), k_desc that of K_j's slot. Step kk reads bytes 32 kk .. 32 kk + 31 of each
- * row: column block 32 kk / kRowBytes (kRows * kRowBytes bytes further), 32 kk % kRowBytes into
- * the row: the descriptor's start address moves, nothing else, so each step's descriptors are the
+ * row: column block 32 kk / kRowBytes (kRows * kRowBytes bytes further), 32 kk % kRowBytes into the
+ * row: the descriptor's start address moves, nothing else, so each step's descriptors are the
  * tile's plus a constant (wgmma_desc_advance).
  * Returns with the product in flight; the caller waits. Unlike stage 11 the caller fences
  * (gemm_fence), once for both GEMMs of a turn: a register definition between the two issues (the
  * fence's hold on O) would make ptxas serialise the wgmma. */
-template <typename T, int kHeadDim, int kBlockM, int kBlockN>
+template <typename T, int kHeadDim, int kBlockM, int kBlockN, int kRowBytes>
 __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t q_desc, uint64_t k_desc) {
-    constexpr int kRowBytes = row_bytes<T, kHeadDim>();
 #pragma unroll
     for (int kk = 0; kk < kHeadDim * (int)sizeof(T) / 32; ++kk)
         wgmma_ss(acc_s, wgmma_desc_advance(q_desc, (32 * kk / kRowBytes) * kBlockM * kRowBytes + 32 * kk % kRowBytes),
@@ -257,10 +224,11 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
 
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
  * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m)
- * + kPShift) (p_shift: 2^8 P for e4m3) in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
- * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
- * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
- * tile (all four lanes subtract the same m), the sum need not until the end. */
+ * + kPShift) in S's own registers, still in fp32 (the path's shift: 2^8 P for e4m3): pack_p turns
+ * it into A fragments later, once the P V that reads the previous tile's fragments has completed,
+ * so that one set of fragments is ever live. A row's scores are spread over the 4 lanes of a quad;
+ * the max must agree across the quad every tile (all four lanes subtract the same m), the sum need
+ * not until the end. */
 template <int kPShift, int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              float scale_log2) {
@@ -281,7 +249,7 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
          * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0, which
          * is also alpha on the first tile (m = -inf): O and l start from zero. */
         m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2 - (float)kPShift;
-        /* e4m3: exactly 1 where the max stayed, so that the caller can skip rescaling O. */
+        /* e4m3: exactly 1 where the max stayed, so that its path can skip rescaling O. */
         alpha[h] = (kPShift != 0 && m_new == m[h]) ? 1.0f : fast_exp2(fmaf(m[h], scale_log2, -(float)kPShift - m_scaled[h]));
         m[h] = m_new;
     }
@@ -300,24 +268,17 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
     for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + (p_sum[h][0] + p_sum[h][1]);
 }
 
-/* P, from S's registers, packed into the A fragments of P V, one per 32 bytes of keys. 16-bit: the
- * accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the
- * places the A fragment of k16 step kk wants them (the wgmma accumulator fragment is mma.sync's,
- * warp by warp). e4m3: four S tiles per k32 step, in the key order of pack_p_e4m3, which V^T shares
- * (common/hopper.cuh). */
+/* P, from S's registers, packed into the A fragments of P V: the accumulators of S tiles 2kk and
+ * 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the places the A fragment of k16
+ * step kk wants them (the wgmma accumulator fragment is mma.sync's, warp by warp). */
 template <typename T, int kNTilesS>
-__device__ __forceinline__ void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kNTilesS * (int)sizeof(T) / 4][4]) {
-    if constexpr (is_fp8<T>()) {
+__device__ __forceinline__ void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kNTilesS / 2][4]) {
 #pragma unroll
-        for (int kk = 0; kk < kNTilesS / 4; ++kk) pack_p_e4m3(acc_s, kk, p_frag[kk]);
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < kNTilesS / 2; ++kk) {
-            p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
-            p_frag[kk][1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
-            p_frag[kk][2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
-            p_frag[kk][3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
-        }
+    for (int kk = 0; kk < kNTilesS / 2; ++kk) {
+        p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
+        p_frag[kk][1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
+        p_frag[kk][2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
+        p_frag[kk][3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
     }
 }
 
@@ -330,29 +291,16 @@ __device__ __forceinline__ void rescale_o(float (&acc_o)[kHeadDim / 8][4], const
         for (int e = 0; e < 4; ++e) acc_o[nt][e] *= alpha[e >> 1];
 }
 
-/* O += P V_j for this warpgroup's 64 rows, A = P from registers. 16-bit: kBlockN / 16 wgmma
- * m64n{kHeadDim}k16 with B = V_j MN-major from its slot, described by v_desc. Step kk reads keys
- * 16 kk .. 16 kk + 15: two 8-row atoms, 2048 bytes further; the descriptor's LBO steps from head-dim
- * columns 0..63 to 64..127 (kBlockN * 128 bytes), its SBO from the first 8 keys of the step to the
- * next 8. e4m3: kBlockN / 32 wgmma m64n{kHeadDim}k32 with B = V_j^T K-major (v_desc describes it):
- * step kk reads bytes 32 kk .. 32 kk + 31 of each head-dim row, in column block 32 kk / 128 (kHeadDim
- * * 128 bytes further). Returns with the product in flight: the caller must not touch acc_o or
- * p_frag before wgmma_wait. */
-template <typename T, int kHeadDim, int kBlockN>
-__device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const uint32_t (&p_frag)[kBlockN * (int)sizeof(T) / 32][4],
-                                        uint64_t v_desc) {
+/* O += P V_j for this warpgroup's 64 rows: Path::kKStepsPV wgmma m64n{kHeadDim} with A = P from
+ * registers and B = the path's operand of V_j, described by v_desc; step kk's descriptor is
+ * Path::pv_step(kk) bytes further. Returns with the product in flight: the caller must not touch
+ * acc_o or p_frag before wgmma_wait. */
+template <typename Path, int kHeadDim>
+__device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const uint32_t (&p_frag)[Path::kKStepsPV][4], uint64_t v_desc) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN * (int)sizeof(T) / 32; ++kk) {
-        const uint32_t step = is_fp8<T>() ? (32 * kk / 128) * kHeadDim * 128 + 32 * kk % 128 : kk * 2048;
-        wgmma_rs(acc_o, p_frag[kk], wgmma_desc_advance(v_desc, step), 1, T());
-    }
+    for (int kk = 0; kk < Path::kKStepsPV; ++kk)
+        wgmma_rs(acc_o, p_frag[kk], wgmma_desc_advance(v_desc, Path::pv_step(kk)), 1, typename Path::T());
     wgmma_commit();
-}
-
-/* The descriptor of the V operand of P V at smem_addr: V_j MN-major (16-bit), or V_j^T K-major. */
-template <typename T, int kBlockN>
-__device__ __forceinline__ uint64_t desc_v(uint32_t smem_addr) {
-    return is_fp8<T>() ? wgmma_desc_k_major(smem_addr) : wgmma_desc_mn_major(smem_addr, kBlockN);
 }
 
 /* Before a turn's wgmma: the accumulators' and P's last ordinary writes (zeroing, rescaling,
@@ -368,9 +316,8 @@ __device__ __forceinline__ void gemm_fence(float (&acc_s)[kNTilesS][4], float (&
  * compute: FlashAttention-2 writes its O rows as zeros and its LSE as +inf, and loads nothing. The
  * consumers write them straight to global memory (thread `thread` of `nthreads`), without the
  * shared-memory staging of O and without a turn. */
-template <typename T, int kHeadDim, int kRows>
+template <typename TO, int kHeadDim, int kRows>
 __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0, int thread, int nthreads) {
-    using TO = typename OutType<T>::type;
     const int64_t row_stride = (int64_t)p.heads_q * kHeadDim;
     TO *o = (TO *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
     const int valid_rows = p.seqlen_q - row0;
@@ -383,15 +330,6 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
         float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + row0;
         for (int row = thread; row < min(kRows, valid_rows); row += nthreads) lse[row] = INFINITY;
     }
-}
-
-/* Transposing warp kW's share of a V tile: units kW, kW + kWarps, ... of the kUnits (16 keys by 32
- * head-dim bytes each, kGroups groups of keys per span of head-dim bytes), unrolled, so that each
- * unit's group and span are constants: its addresses are then the lane's own plus a constant. */
-template <int kRowBytes, int kHeadDim, int kGroups, int kUnits, int kWarps, int kW>
-__device__ __forceinline__ void transpose_share(uint32_t v_tile, uint32_t vt_tile) {
-#pragma unroll
-    for (int u = kW; u < kUnits; u += kWarps) transpose_v_e4m3<kRowBytes, kHeadDim>(v_tile, vt_tile, u % kGroups, u / kGroups);
 }
 
 /* Causal tiles are numbered longest first within a group of kCausalHeadGroup (head, batch) pairs:
@@ -446,26 +384,172 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
     return tw;
 }
 
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__global__ void __launch_bounds__((Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>::kNConsumers + 1) * 128,
-                                  Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>::kMinBlocks)
+/* Transposing warp kW's share of a V tile: units kW, kW + kWarps, ... of the kUnits (16 keys by 32
+ * head-dim bytes each, kGroups groups of keys per span of head-dim bytes), unrolled, so that each
+ * unit's group and span are constants: its addresses are then the lane's own plus a constant. */
+template <int kRowBytes, int kHeadDim, int kGroups, int kUnits, int kWarps, int kW>
+__device__ __forceinline__ void transpose_share(uint32_t v_tile, uint32_t vt_tile) {
+#pragma unroll
+    for (int u = kW; u < kUnits; u += kWarps) transpose_v_e4m3<kRowBytes, kHeadDim>(v_tile, vt_tile, u % kGroups, u / kGroups);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The two paths: 16-bit inputs (stage 15's) and e4m3
+ * ------------------------------------------------------------------------------------------- */
+
+/* Everything the kernel does differently for e4m3 inputs is a member of its path: the kernel takes
+ * Path16 or PathE4m3 as a template parameter and asks it, never which dtype it has. Path16 is
+ * stage 15's kernel, member for member. */
+template <typename Elem, int kHeadDim, int kBlockN>
+struct Path16 {
+    using T = Elem;                                   // q, k and v
+    using TO = Elem;                                  // O
+    static constexpr int kRowBytes = 128;             // a tile row of a column block: 64 elements
+    static constexpr int kKStepsPV = kBlockN / 16;    // k16 steps of the keys in P V
+    static constexpr int kPShift = 0;                 // P as it is
+    static constexpr int kVtBytes = 0;                // P V reads V_j as TMA brought it
+    static constexpr int kTransposeWarps = 0;
+    __device__ static uint64_t desc_qk(uint32_t smem_addr) { return wgmma_desc_k_major(smem_addr); }
+    /* V_j MN-major. Step kk reads keys 16 kk .. 16 kk + 15: two 8-row atoms, 2048 bytes further;
+     * the descriptor's LBO steps from head-dim columns 0..63 to 64..127 (kBlockN * 128 bytes), its
+     * SBO from the first 8 keys of the step to the next 8. */
+    __device__ static uint64_t desc_pv(uint32_t smem_addr) { return wgmma_desc_mn_major(smem_addr, kBlockN); }
+    __device__ static constexpr uint32_t pv_step(int kk) { return kk * 2048; }
+    /* P, from S's registers, packed into the A fragments of P V: the accumulators of S tiles 2kk
+     * and 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the places the A fragment of
+     * k16 step kk wants them (the wgmma accumulator fragment is mma.sync's, warp by warp). */
+    template <int kNTilesS>
+    __device__ static void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kKStepsPV][4]) {
+#pragma unroll
+        for (int kk = 0; kk < kKStepsPV; ++kk) {
+            p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
+            p_frag[kk][1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
+            p_frag[kk][2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
+            p_frag[kk][3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
+        }
+    }
+    __device__ static void rescale(float (&acc_o)[kHeadDim / 8][4], const float (&alpha)[2]) { rescale_o<kHeadDim>(acc_o, alpha); }
+    /* The scale of the scores, and of O at the end: the softmax's alone. */
+    __device__ static float score_scale(const flash_problem &p, const flash_descale &) { return p.softmax_scale; }
+    __device__ static float o_scale(const flash_descale &) { return 1.0f; }
+};
+
+/* e4m3. wgmma reads 8-bit operands K-major only, so P V reads V_j^T, which the producer
+ * warpgroup's warps 1-3 write into the slot after V_j (transpose_v_tiles, below). */
+template <int kHeadDim, int kBlockN>
+struct PathE4m3 {
+    using T = __nv_fp8_e4m3;
+    using TO = __nv_bfloat16;
+    /* An e4m3 head of 128 is one column block of 128-byte rows; of 64, 64-byte rows in the 64-byte
+     * swizzle (common/hopper.cuh). */
+    static constexpr int kRowBytes = kHeadDim < 128 ? kHeadDim : 128;
+    static constexpr int kKStepsPV = kBlockN / 32;    // k32 steps
+    /* P is 2^8 times P, so that its values land in e4m3's normal range (up to 256 of 448) rather
+     * than among the subnormals below 2^-6, which keep fewer bits: exp2(x + 8) instead of exp2(x).
+     * The sum l scales alike, so O = acc / l does not change, and the LSE takes the 8 back. */
+    static constexpr int kPShift = 8;
+    /* V_j^T: [head_dim, keys], a column block per 128 keys. */
+    static constexpr int kVtBytes = kHeadDim * ((kBlockN + 127) / 128) * 128;
+    static constexpr int kTransposeWarps = 3;
+    __device__ static uint64_t desc_qk(uint32_t smem_addr) {
+        return kRowBytes == 128 ? wgmma_desc_k_major(smem_addr) : wgmma_desc_k_major_sw64(smem_addr);
+    }
+    /* V_j^T K-major: step kk reads bytes 32 kk .. 32 kk + 31 of each head-dim row, in column block
+     * 32 kk / 128 (kHeadDim * 128 bytes further). */
+    __device__ static uint64_t desc_pv(uint32_t smem_addr) { return wgmma_desc_k_major(smem_addr); }
+    __device__ static constexpr uint32_t pv_step(int kk) { return (32 * kk / 128) * kHeadDim * 128 + 32 * kk % 128; }
+    /* Four S tiles per k32 step, in the key order of pack_p_e4m3, which V^T shares. */
+    template <int kNTilesS>
+    __device__ static void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kKStepsPV][4]) {
+#pragma unroll
+        for (int kk = 0; kk < kKStepsPV; ++kk) pack_p_e4m3(acc_s, kk, p_frag[kk]);
+    }
+    /* e4m3 tiles go through the tensor cores twice as fast, and the softmax's instructions are what
+     * the warps issue; the 64 multiplications of the rescale are one in seven of them. After the
+     * first tiles a row's max rarely grows, and where no row of the warp's grew, alpha is 1 and
+     * they are skipped (one vote, one branch). */
+    __device__ static void rescale(float (&acc_o)[kHeadDim / 8][4], const float (&alpha)[2]) {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) rescale_o<kHeadDim>(acc_o, alpha);
+    }
+    /* e4m3 scores are the products of the e4m3 numbers, so q's and k's descales join the scale:
+     * the score of the values the inputs stand for is descale.q * descale.k times it; P V summed
+     * the e4m3 numbers of V, and v's descale makes them the values. */
+    __device__ static float score_scale(const flash_problem &p, const flash_descale &d) { return p.softmax_scale * d.q * d.k; }
+    __device__ static float o_scale(const flash_descale &d) { return d.v; }
+};
+
+/* Shared memory of one block: the Q_i buffers, O's staging tile (in O's dtype), kStages K/V slots
+ * (K_j, V_j, and the path's V_j^T), the path's V^T barriers, plus 1 KiB to align the tiles. */
+template <typename Path, typename Shape, int kHeadDim>
+__host__ __device__ constexpr int smem_bytes() {
+    return (kQBuffers * (int)sizeof(typename Path::T) + (int)sizeof(typename Path::TO)) * Shape::kBlockM * kHeadDim +
+           Shape::kStages * (2 * Shape::kBlockN * kHeadDim * (int)sizeof(typename Path::T) + Path::kVtBytes) +
+           (Path::kVtBytes ? 2 * Shape::kStages * 8 : 0) + 1024;
+}
+
+/* The transposing warps of the e4m3 path, warps 1-3 of the producer warpgroup: each V_j^T, in the
+ * order the copy engine brings V_j. The V tiles come in the block's K/V order, tile v in slot
+ * v % kStages, the same count as the copying thread's; the transposing warps learn each query
+ * tile's number of key tiles from the producer's messages, as the consumers do. A tile is
+ * transposed once it has landed and its V^T slot's last reader (the P V of tile v - kStages) is
+ * done: then the raw tile is free for the copy engine again, and V^T is published to the tensor
+ * cores (the proxy fence: ordinary stores read by wgmma) and to the consumers, by one thread once
+ * all three warps are through (the named barrier). */
+template <typename Path, int kHeadDim, int kBlockM, int kBlockN, int kStages, bool kCausal>
+__device__ __forceinline__ void transpose_v_tiles(const flash_problem &p, int num_m, uint32_t sV_u32, uint32_t slot_bytes,
+                                                  uint32_t tile_bytes, uint32_t msg_full_u32, uint32_t msg_empty_u32,
+                                                  const int *msg_tile, uint32_t full_v_u32, uint32_t empty_v_u32,
+                                                  uint32_t full_vt_u32, uint32_t empty_vt_u32, int barrier) {
+    constexpr int kWarps = Path::kTransposeWarps, kRowBytes = Path::kRowBytes;
+    static_assert(kWarps == 3, "the transposing loop hands a share to each of warps 1, 2 and 3 by name");
+    constexpr int kGroups = kBlockN / 16, kUnits = kGroups * (kHeadDim / 32);  // 16 keys x 32 head bytes each
+    const int warp = threadIdx.x / 32;
+    for (int msg = 0, v = 0;; ++msg) {
+        mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
+        const int w = msg_tile[msg & 1];
+        mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
+        if (w < 0) break;
+        const int n_blocks = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m).n_blocks;
+#pragma unroll 1
+        for (int i = 0; i < n_blocks; ++i, ++v) {
+            const int s = v % kStages;
+            const uint32_t phase = (v / kStages) & 1;
+            mbarrier_wait(full_v_u32 + 8 * s, phase);
+            mbarrier_wait(empty_vt_u32 + 8 * s, phase ^ 1);
+            const uint32_t v_tile = sV_u32 + s * slot_bytes, vt_tile = v_tile + tile_bytes;
+            if (warp == 1)
+                transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kWarps, 0>(v_tile, vt_tile);
+            else if (warp == 2)
+                transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kWarps, 1>(v_tile, vt_tile);
+            else
+                transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kWarps, 2>(v_tile, vt_tile);
+            fence_proxy_async();
+            named_barrier_sync(barrier, kWarps * 32);
+            if (threadIdx.x == 32) {
+                mbarrier_arrive(full_vt_u32 + 8 * s);
+                mbarrier_arrive(empty_v_u32 + 8 * s);
+            }
+        }
+    }
+}
+
+template <typename Path, typename Shape, int kHeadDim, bool kCausal>
+__global__ void __launch_bounds__((Shape::kNConsumers + 1) * 128, Shape::kMinBlocks)
 flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __grid_constant__ CUtensorMap map_q,
                  const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
                  const __grid_constant__ CUtensorMap map_o, int *tile_counter) {
-    constexpr bool kFp8 = is_fp8<T>();       // e4m3 inputs: V transposed here, P in e4m3, O in bf16
-    using TO = typename OutType<T>::type;    // O's dtype
-    using Shape = Tile<kHeadDim, kCausal, kShort, kFp8>;
+    using T = typename Path::T;    // q, k and v
+    using TO = typename Path::TO;  // O
+    constexpr int kRowBytes = Path::kRowBytes;  // bytes per row of a Q, K or V tile's column block
     constexpr int kBlockM = Shape::kBlockM;  // query rows per block (Q_i)
     constexpr int kBlockN = Shape::kBlockN;  // keys per tile (K_j, V_j)
     constexpr int kNConsumers = Shape::kNConsumers;  // consumer warpgroups
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
     constexpr int kStages = Shape::kStages;  // K/V slots in the ring
     constexpr int kCluster = Shape::kCluster;  // blocks sharing each K/V tile
-    constexpr int kRowBytes = row_bytes<T, kHeadDim>();  // bytes per row of a Q, K or V tile's column block
-    /* e4m3: the producer warpgroup's warps 1 .. 3 transpose each V tile into V^T. */
-    constexpr int kTransposeWarps = kFp8 ? 3 : 0;
-    static_assert(!kFp8 || kTransposeWarps == 3, "the transposing loop hands a share to each of warps 1, 2 and 3 by name");
     static_assert(kCluster >= 1 && (kCluster == 1 || !kCausal), "clusters without a mask only (its tiles are all equal)");
+    static_assert(kCluster == 1 || Path::kTransposeWarps == 0, "V^T is written in each block: no cluster with transposing warps");
+    static_assert(Path::kKStepsPV * 32 == kBlockN * (int)sizeof(T), "the path's P V steps cover the shape's key tile");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
     static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys (a TMA box of at most 256 rows), whole k16 steps of P V");
@@ -487,7 +571,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * turn of consumer c on the tensor cores, kTransposeBarrier the transposing warps'. */
     constexpr int kTurnBarrier = 1 + kNConsumers, kTransposeBarrier = 1 + 2 * kNConsumers;
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
-    constexpr int kKStepsPV = kBlockN * (int)sizeof(T) / 32;  // k16 (k32 for e4m3) steps of the keys in P V
+    constexpr int kKStepsPV = Path::kKStepsPV;  // k16 (k32 for e4m3) steps of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
     /* kQBuffers Q_i buffers (the q-th query tile of the block in buffer q % kQBuffers), O's staging
@@ -495,8 +579,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * its query tiles) lives in slot i % kStages. Every tile starts on a 1024-byte boundary (tile
      * sizes are multiples of 8 rows x 128 bytes), because the swizzle wgmma applies is a function of
      * the address bits; the base is rounded up to one (the launch adds 1 KiB). O has a tile of its
-     * own so that the next Q_i can land while O leaves. */
-    static_assert(smem_bytes<T, kHeadDim, kCausal, kShort>() + kStaticSmemBound <= kSmemLimit,
+     * own so that the next Q_i can land while O leaves. The e4m3 path's V^T barriers come last. */
+    static_assert(smem_bytes<Path, Shape, kHeadDim>() + kStaticSmemBound <= kSmemLimit,
                   "two Q_i buffers, O and the K/V ring fit a block's 227 KiB of shared memory");
     extern __shared__ unsigned char smem_raw[];
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
@@ -505,9 +589,10 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     TO *sO = reinterpret_cast<TO *>(smem + kQBuffers * kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
     const uint32_t sO_u32 = sQ_u32 + kQBuffers * kQBytes;
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
-    constexpr uint32_t kSlotBytes = slot_bytes<T, kHeadDim, kBlockN>();  // a slot: K_j, V_j (and V_j^T)
+    constexpr uint32_t kSlotBytes = 2 * kTileBytes + Path::kVtBytes;  // a slot: K_j, V_j (and V_j^T)
     const uint32_t sK_u32 = sO_u32 + kBlockM * kHeadDim * sizeof(TO), sV_u32 = sK_u32 + kTileBytes;
-    const uint32_t sVt_u32 = sV_u32 + kTileBytes;  // e4m3 only
+    /* The e4m3 path's V^T barriers, a pair per slot after the ring (none for 16-bit inputs). */
+    const uint32_t full_vt_u32 = sK_u32 + kStages * kSlotBytes, empty_vt_u32 = full_vt_u32 + 8 * kStages;
     /* The ring's barriers, a pair per slot and tensor. "full" (arrival count 1: the producer's
      * expect-tx) completes when the tile has landed, every block's part of it; "empty" (arrival
      * count kNConsumers * kCluster: one arrival per consumer warpgroup of every block of the
@@ -516,15 +601,14 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * completes phase u of its full barrier and phase u of its empty barrier, named by parity u & 1.
      * Each Q_i buffer has such a pair too: the q-th query tile of the block completes phase
      * q / kQBuffers of its buffer's pair. e4m3: V_j's pair is between the copy engine and the
-     * transposing warps (its empty barrier counts one arrival of theirs per block of the cluster),
-     * and V_j^T has a pair of its own between them and the consumers (full: one arrival of theirs;
-     * empty: one per consumer warpgroup of this block, the only one that reads it). */
+     * transposing warps (its empty barrier counts their one arrival), and V_j^T has a pair of its
+     * own between them and the consumers (full: their one arrival; empty: one per consumer
+     * warpgroup). */
     __shared__ __align__(8) uint64_t bar_q[kQBuffers], empty_q[kQBuffers], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
-    __shared__ __align__(8) uint64_t full_vt[kStages], empty_vt[kStages];
     /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
      * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
      * next tile comes from a global counter. "empty" counts every consumer thread, since each
-     * reads the message, and with e4m3 every transposing thread, which needs each tile's key count. */
+     * reads the message, and every transposing thread, which needs each tile's key count. */
     __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
     __shared__ int msg_tile[2];
 
@@ -553,7 +637,6 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     const uint32_t full_k_u32 = smem_u32(&full_k[0]), full_v_u32 = smem_u32(&full_v[0]);
     const uint32_t empty_k_u32 = smem_u32(&empty_k[0]), empty_v_u32 = smem_u32(&empty_v[0]);
     const uint32_t msg_full_u32 = smem_u32(&msg_full[0]), msg_empty_u32 = smem_u32(&msg_empty[0]);
-    const uint32_t full_vt_u32 = smem_u32(&full_vt[0]), empty_vt_u32 = smem_u32(&empty_vt[0]);
     if (threadIdx.x == 0) {
         for (int b = 0; b < kQBuffers; ++b) {
             mbarrier_init(bar_q_u32 + 8 * b, 1);
@@ -561,15 +644,17 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         }
         for (int s = 0; s < 2; ++s) {
             mbarrier_init(msg_full_u32 + 8 * s, 1);
-            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128 + kTransposeWarps * 32);
+            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128 + Path::kTransposeWarps * 32);
         }
         for (int s = 0; s < kStages; ++s) {
             mbarrier_init(full_k_u32 + 8 * s, 1);
             mbarrier_init(full_v_u32 + 8 * s, 1);
             mbarrier_init(empty_k_u32 + 8 * s, kNConsumers * kCluster);
-            mbarrier_init(empty_v_u32 + 8 * s, (kFp8 ? 1 : kNConsumers) * kCluster);
-            mbarrier_init(full_vt_u32 + 8 * s, 1);
-            mbarrier_init(empty_vt_u32 + 8 * s, kNConsumers);
+            mbarrier_init(empty_v_u32 + 8 * s, (Path::kTransposeWarps ? 1 : kNConsumers) * kCluster);
+            if (Path::kVtBytes) {
+                mbarrier_init(full_vt_u32 + 8 * s, 1);
+                mbarrier_init(empty_vt_u32 + 8 * s, kNConsumers);
+            }
         }
         fence_mbarrier_init();
     }
@@ -614,7 +699,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                     if (tw.n_blocks > 0) {
                         const int b = q_use % kQBuffers;
                         mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
-                        load_tile<T, kHeadDim, kBlockM>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
+                        load_tile<T, kHeadDim, kBlockM, kRowBytes>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
                         ++q_use;
                     }
                 }
@@ -626,7 +711,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                     const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
                     const int u = kv - 1, s = u % kStages;
                     mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                    load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s,
+                    load_kv_tile<T, kHeadDim, kBlockN, kRowBytes, kCluster>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s,
                                                               tw_last.head / kv_group, 0, tw_last.batch, rank);
                 }
                 if (w >= num_tiles) break;
@@ -637,12 +722,12 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                 for (int i = 0; i < tw.n_blocks; ++i) {
                     const int u = kv + i, s = u % kStages;
                     mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                    load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
+                    load_kv_tile<T, kHeadDim, kBlockN, kRowBytes, kCluster>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
                                                               (tw.n_blocks - 1 - i) * kBlockN, tw.batch, rank);
                     if (i > 0) {
                         const int s_v = (u - 1) % kStages;
                         mbarrier_wait(empty_v_u32 + 8 * s_v, (((u - 1) / kStages) & 1) ^ 1);
-                        load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sV_u32 + s_v * kSlotBytes, &map_v, full_v_u32 + 8 * s_v, head_kv,
+                        load_kv_tile<T, kHeadDim, kBlockN, kRowBytes, kCluster>(sV_u32 + s_v * kSlotBytes, &map_v, full_v_u32 + 8 * s_v, head_kv,
                                                                   (tw.n_blocks - i) * kBlockN, tw.batch, rank);
                     }
                 }
@@ -652,44 +737,11 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                  * the counter hands tiles to the blocks about to need one. */
                 w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
             }
-        } else if (kFp8 && warp >= 1) {
-            /* ---- e4m3: warps 1 .. 3 write each V_j^T, in the order the copy engine brings V_j ----
-             * wgmma reads 8-bit operands K-major only, so P V needs V with its keys along the rows.
-             * The V tiles come in the block's K/V order, tile v in slot v % kStages, the same count
-             * as the copying thread's; the transposing warps learn each query tile's number of key
-             * tiles from the producer's messages, as the consumers do. A tile is transposed once it
-             * has landed and its V^T slot's last reader (the P V of tile v - kStages) is done: then
-             * the raw tile is free for the copy engine again, and V^T is published to the tensor
-             * cores (the proxy fence: ordinary stores read by wgmma) and to the consumers, by one
-             * thread once all three warps are through (the named barrier). */
-            constexpr uint32_t kGroups = kBlockN / 16, kUnits = kGroups * (kHeadDim / 32);  // 16 keys x 32 head bytes each
-            for (int msg = 0, v = 0;; ++msg) {
-                mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
-                const int w = msg_tile[msg & 1];
-                mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
-                if (w < 0) break;
-                const int n_blocks = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m).n_blocks;
-#pragma unroll 1
-                for (int i = 0; i < n_blocks; ++i, ++v) {
-                    const int s = v % kStages;
-                    const uint32_t phase = (v / kStages) & 1;
-                    mbarrier_wait(full_v_u32 + 8 * s, phase);
-                    mbarrier_wait(empty_vt_u32 + 8 * s, phase ^ 1);
-                    const uint32_t v_tile = sV_u32 + s * kSlotBytes, vt_tile = sVt_u32 + s * kSlotBytes;
-                    if (warp == 1)
-                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 0>(v_tile, vt_tile);
-                    else if (warp == 2)
-                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 1>(v_tile, vt_tile);
-                    else
-                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 2>(v_tile, vt_tile);
-                    fence_proxy_async();
-                    named_barrier_sync(kTransposeBarrier, kTransposeWarps * 32);
-                    if (threadIdx.x == 32) {
-                        mbarrier_arrive(full_vt_u32 + 8 * s);
-                        release_slot<kCluster>(empty_v_u32 + 8 * s);
-                    }
-                }
-            }
+        } else if constexpr (Path::kTransposeWarps > 0) {
+            if (warp >= 1)
+                transpose_v_tiles<Path, kHeadDim, kBlockM, kBlockN, kStages, kCausal>(
+                    p, num_m, sV_u32, kSlotBytes, kTileBytes, msg_full_u32, msg_empty_u32, msg_tile, full_v_u32, empty_v_u32,
+                    full_vt_u32, empty_vt_u32, kTransposeBarrier);
         }
         return;
     }
@@ -706,23 +758,15 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     /* One thread per warpgroup releases a slot: the wgmma that read it belong to the whole
      * warpgroup, and its wait has seen them complete. */
     const bool releases = threadIdx.x % 128 == 0;
-    /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). e4m3 scores are the
-     * products of the e4m3 numbers, so q's and k's descales join it: the score of the values the
-     * inputs stand for is descale.q * descale.k times it. */
-    const float score_scale = kFp8 ? p.softmax_scale * descale.q * descale.k : p.softmax_scale;
+    /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
+    const float score_scale = Path::score_scale(p, descale);
     const float scale_log2 = score_scale * 1.4426950408889634f;
-    /* The descriptors of slot 0's K and V tiles (V^T for e4m3); slot s's are s * kSlotBytes further. */
-    const uint32_t sPV_u32 = kFp8 ? sVt_u32 : sV_u32;  // the operand P V reads
-    const uint64_t k_desc0 = desc_qk<kRowBytes>(sK_u32), v_desc0 = desc_v<T, kBlockN>(sPV_u32);
-    /* P V's operand is ready, and done with: V_j's barriers, or for e4m3 V_j^T's, which only this
-     * block's consumers read (a local arrival, whatever the cluster). */
-    const uint32_t full_pv_u32 = kFp8 ? full_vt_u32 : full_v_u32;
-    auto release_pv = [&](int stage) {
-        if (kFp8)
-            mbarrier_arrive(empty_vt_u32 + 8 * stage);
-        else
-            release_slot<kCluster>(empty_v_u32 + 8 * stage);
-    };
+    /* P V's operand: V_j, or the e4m3 path's V_j^T after it in the slot, and the barriers the
+     * consumers wait for and release it on. */
+    const uint32_t sPV_u32 = sV_u32 + (Path::kVtBytes ? kTileBytes : 0);
+    const uint32_t full_pv_u32 = Path::kVtBytes ? full_vt_u32 : full_v_u32, empty_pv_u32 = Path::kVtBytes ? empty_vt_u32 : empty_v_u32;
+    /* The descriptors of slot 0's K tile and P V operand; slot s's are s * kSlotBytes further. */
+    const uint64_t k_desc0 = Path::desc_qk(sK_u32), v_desc0 = Path::desc_pv(sPV_u32);
 
     /* Ping-pong: the consumer warpgroups take turns issuing their GEMMs, in a ring (with three, as
      * FA3 does at head_dim 64: 0, 1, 2, 0, ...). Warpgroup c waits at named barrier
@@ -736,7 +780,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * every arrival meets a wait. */
     const int next_turn = kTurnBarrier + (consumer + 1) % kNConsumers;
     /* The LSE of 2^kPShift P: log(l) is kPShift ln 2 too large. */
-    constexpr float kPShiftLn = p_shift<T>() * 0.6931471805599453f;
+    constexpr float kPShiftLn = Path::kPShift * 0.6931471805599453f;
     if (consumer == kNConsumers - 1) named_barrier_arrive(kTurnBarrier + 0, 256);
 
     /* What one query tile leaves to the next: its last P V. The joint turn (below) issues it
@@ -759,8 +803,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
     /* Its work is recomputed from the tile's number where the epilogue needs it, not held across the
-     * loop: a consumer of three has 160 registers, and the three numbers it would hold make ptxas
-     * spill e4m3's loop with the mask at head_dim 128. */
+     * loop: a consumer of three has 160 registers. */
     int prev_w = 0;
     bool has_prev = false;
     uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile (as TMA brought it)
@@ -773,7 +816,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         if (has_prev) {
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
              * like the others, for the copies of the tiles after it. */
-            if (releases) release_pv(prev_v_stage);
+            if (releases) release_slot<kCluster>(empty_pv_u32 + 8 * prev_v_stage);
             const TileWork prev = tile_work<kBlockM, kBlockN, kCausal>(p, prev_w, num_m);
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
             float inv_l[2];
@@ -781,8 +824,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             for (int h = 0; h < 2; ++h) {
                 l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
                 l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-                /* e4m3: P V summed the e4m3 numbers of V; v's descale makes them the values. */
-                inv_l[h] = (l[h] > 0.0f) ? (kFp8 ? descale.v : 1.0f) / l[h] : 0.0f;
+                inv_l[h] = (l[h] > 0.0f) ? Path::o_scale(descale) / l[h] : 0.0f;
             }
             /* Stage this warp's rows of O in sO, once the TMA store of this warpgroup's query tile
              * before has read them out: its issuing thread waits for that here, a whole query tile
@@ -840,7 +882,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             /* Only a causal tile can see no key (seqlen_k >= 1): without a mask the test, and the
              * store it guards, are compiled out of the consumers' code. */
             if (kCausal && tw.n_blocks == 0) {
-                store_empty_tile<T, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
+                store_empty_tile<TO, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
                 continue;
             }
         }
@@ -848,13 +890,13 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         const int row_g = tw.row0 + warp_row0 + g;  // rows row_g + 8 h
         const int q_buffer = q_use % kQBuffers;
         const uint32_t q_tile = last ? prev_q_tile : sQ_u32 + q_buffer * kQBytes + q_rows;
-        const uint64_t q_desc = desc_qk<kRowBytes>((uint32_t)warp_uniform((int)q_tile));
+        const uint64_t q_desc = Path::desc_qk((uint32_t)warp_uniform((int)q_tile));
 
         /* The joint turn's operands. Its S is this tile's first, S_0 = Q_i K_{n-1}^T; P V is prev's
          * last, or P = 0 times K_{n-1} again before the block's first tile. After the block's last
          * tile (last) it issues prev's P V with an S nobody reads, from prev's Q_i and last V tile
-         * as TMA brought it (both [rows, kHeadDim], landed, and with no copy left to come into
-         * them: the producer has said it has no more tiles), for the same reason as the P = 0. */
+         * as TMA brought it (both [rows, kHeadDim], landed, and with no copy left to come into them:
+         * the producer has said it has no more tiles), for the same reason as the P = 0. */
         const int s0 = kv % kStages;
         const uint32_t k_first = last ? prev_v_tile : sK_u32 + s0 * kSlotBytes;
         const uint32_t v_prev = has_prev ? prev_v_tile - sV_u32 + sPV_u32 : k_first;
@@ -873,8 +915,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         {
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
-            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, desc_v<T, kBlockN>(v_prev));
-            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, desc_qk<kRowBytes>(k_first));
+            pv_tile<Path, kHeadDim>(acc_o, p_frag, Path::desc_pv(v_prev));
+            qk_tile<T, kHeadDim, kBlockM, kBlockN, kRowBytes>(acc_s, q_desc, Path::desc_qk(k_first));
             named_barrier_arrive(next_turn, 256);
             wgmma_wait<1>();
             wgmma_hold(acc_o);
@@ -886,8 +928,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p);
             /* The first tile's alpha would rescale an O that finish_prev has just zeroed. */
             float alpha[2];
-            softmax_tile<p_shift<T>()>(acc_s, m, l, alpha, scale_log2);
-            pack_p<T>(acc_s, p_frag);
+            softmax_tile<Path::kPShift>(acc_s, m, l, alpha, scale_log2);
+            Path::pack_p(acc_s, p_frag);
         }
         /* Stage 12's turns: S_t and the P V of tile t - 1, then the softmax of tile t while the
          * tensor cores finish this warpgroup's P V and run the other warpgroups' GEMMs. O is
@@ -901,13 +943,13 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             mbarrier_wait(full_k_u32 + 8 * stage, (u / kStages) & 1);
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
-            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
+            qk_tile<T, kHeadDim, kBlockM, kBlockN, kRowBytes>(acc_s, q_desc, wgmma_desc_advance(k_desc0, stage * kSlotBytes));
             /* V_{t-1} only now: the producer copies it after K_t, and with a cluster its halves come
              * from two producers, so it may land after S_t could start; the tensor cores run S_t
              * meanwhile. A wait between two wgmma needs a fence of its own before the second. */
             mbarrier_wait(full_pv_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             wgmma_fence();
-            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
+            pv_tile<Path, kHeadDim>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
             /* S_t first: its group was committed first; the P V may run on under the softmax. */
             wgmma_wait<1>();
@@ -915,16 +957,12 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * stage);
             if (masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p);
             float alpha[2];
-            softmax_tile<p_shift<T>()>(acc_s, m, l, alpha, scale_log2);
+            softmax_tile<Path::kPShift>(acc_s, m, l, alpha, scale_log2);
             wgmma_wait<0>();
             wgmma_hold(acc_o);
-            if (releases) release_pv(stage_prev);
-            /* e4m3: its tiles go through the tensor cores twice as fast, and the softmax's
-             * instructions are what the warps issue; the 64 multiplications of the rescale are one
-             * in seven of them. After the first tiles a row's max rarely grows, and where no row
-             * of the warp's grew, alpha is 1 and they are skipped (one vote, one branch). */
-            if (!kFp8 || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) rescale_o<kHeadDim>(acc_o, alpha);
-            pack_p<T>(acc_s, p_frag);
+            if (releases) release_slot<kCluster>(empty_pv_u32 + 8 * stage_prev);
+            Path::rescale(acc_o, alpha);
+            Path::pack_p(acc_s, p_frag);
         };
         /* The tiles that need the mask are the last keys, visited first; the loop over the others
          * has no masking code at all, no branch between the wait for S and the softmax, as
@@ -960,8 +998,13 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-/* The grid: as many blocks as the GPU holds at once, each working through query tiles; a causal
- * grid takes them from a counter in global memory (common/flash_counter.h), as in stage 15. */
+/* The grid: as many blocks as the GPU holds at once, each working through query tiles. Without a
+ * mask they are all equal, and block b takes tiles b, b + gridDim.x, ...; causal tiles are not:
+ * with that fixed stride (stage 13), 128-row tiles at 1k keys (8 per head) and 132 blocks, block b
+ * would only ever get tiles of rank b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third
+ * more work than the mean. So a causal grid takes its tiles from a counter in global memory
+ * (common/flash_counter.h), zeroed on the stream before each call, in the order the tiles are
+ * numbered (longest first). */
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
  * an atomic flag per device, as in stage 08. */
@@ -972,18 +1015,19 @@ constexpr int kMaxDevices = 64;
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go
  * stale. The maps travel as kernel parameters (__grid_constant__), so each launch owns its copy. */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
+template <typename Path, typename Shape, int kHeadDim, bool kCausal>
 static int launch(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
-    using Shape = Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>;
-    constexpr int kBlockM = Shape::kBlockM, kBlockN = Shape::kBlockN, kCluster = Shape::kCluster;
-    constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCausal, kShort>();
+    constexpr int kBlockM = Shape::kBlockM, kBlockN = Shape::kBlockN;
+    constexpr int kCluster = Shape::kCluster;
+    constexpr int kSmemBytes = smem_bytes<Path, Shape, kHeadDim>();
+    constexpr auto kernel = flash_fwd_kernel<Path, Shape, kHeadDim, kCausal>;
     static std::atomic<bool> opted_in[kMaxDevices];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: no current device: %s", cudaGetErrorString(err));
     const bool cached = device < kMaxDevices;
     if (!(cached && opted_in[device].load(std::memory_order_acquire))) {
-        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
@@ -995,7 +1039,7 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
     if (!rc) rc = flash_tma_map(&map_k, p->k, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel16_fp8", "k");
     if (!rc) rc = flash_tma_map(&map_v, p->v, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel16_fp8", "v");
     /* O is bf16 for e4m3 inputs. */
-    const flash_dtype o_dtype = is_fp8<T>() ? FLASH_BF16 : p->dtype;
+    const flash_dtype o_dtype = sizeof(typename Path::TO) == sizeof(typename Path::T) ? p->dtype : FLASH_BF16;
     if (!rc) rc = flash_tma_map(&map_o, p->o, o_dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel16_fp8", "o");
     if (rc) return rc;
     /* Query tiles in whole clusters per (head, batch), as the kernel counts them. */
@@ -1026,7 +1070,7 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
     if (kCluster > 1) {
         int clusters = 0;
         config.gridDim = dim3(kCluster * sms);
-        err = cudaOccupancyMaxActiveClusters(&clusters, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, &config);
+        err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
         if (err != cudaSuccess || clusters < 1)
             return flash_set_error(FLASH_E_CUDA, "kernel16_fp8: no cluster of %d blocks fits the device: %s", kCluster,
                                    err != cudaSuccess ? cudaGetErrorString(err) : "occupancy 0");
@@ -1051,34 +1095,32 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
     }
     config.gridDim = dim3(grid);
     /* A failed launch is also the runtime's last error, which flash_launch_status reports. */
-    (void)cudaLaunchKernelEx(&config, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, *p, *descale, map_q, map_k, map_v, map_o,
-                             counter.counter);
+    (void)cudaLaunchKernelEx(&config, kernel, *p, *descale, map_q, map_k, map_v, map_o, counter.counter);
     const int status = flash_launch_status("kernel16_fp8");
     return counter.counter ? flash_tile_counter_done(&counter, stream, status, "kernel16_fp8") : status;
 }
 
+/* The 16-bit path with stage 15's shapes. */
+template <typename T, typename Shape, int kHeadDim, bool kCausal>
+static int launch_16bit(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
+    return launch<Path16<T, kHeadDim, Shape::kBlockN>, Shape, kHeadDim, kCausal>(p, descale, stream);
+}
 template <typename T>
 static int launch_dtype(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
-    if constexpr (is_fp8<T>()) {
-        /* e4m3: 128 x 128 tiles where the keys are few (FLASH_TILE_FP8_SHORT), the shapes above
-         * otherwise. */
-        const bool few_keys = p->seqlen_k <= kShortFp8;
-        if (p->head_dim == 64) {
-            if (p->causal)
-                return few_keys ? launch<T, 64, true, true>(p, descale, stream) : launch<T, 64, true, false>(p, descale, stream);
-            return few_keys ? launch<T, 64, false, true>(p, descale, stream) : launch<T, 64, false, false>(p, descale, stream);
-        }
-        if (p->causal)
-            return few_keys ? launch<T, 128, true, true>(p, descale, stream) : launch<T, 128, true, false>(p, descale, stream);
-        return few_keys ? launch<T, 128, false, true>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);
-    } else {
-        if (p->head_dim == 64) {
-            if (!p->causal) return launch<T, 64, false, false>(p, descale, stream);
-            return p->seqlen_q <= kShortCausal ? launch<T, 64, true, true>(p, descale, stream)
-                                                     : launch<T, 64, true, false>(p, descale, stream);
-        }
-        return p->causal ? launch<T, 128, true, false>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);
+    if (p->head_dim == 64) {
+        if (!p->causal) return launch_16bit<T, Tile<64, false, false>, 64, false>(p, descale, stream);
+        return p->seqlen_q <= kShortCausal ? launch_16bit<T, Tile<64, true, true>, 64, true>(p, descale, stream)
+                                           : launch_16bit<T, Tile<64, true, false>, 64, true>(p, descale, stream);
     }
+    return p->causal ? launch_16bit<T, Tile<128, true, false>, 128, true>(p, descale, stream)
+                     : launch_16bit<T, Tile<128, false, false>, 128, false>(p, descale, stream);
+}
+
+/* The e4m3 path: 128 x 128 tiles where the keys are few, the shapes above otherwise. */
+template <int kHeadDim, bool kCausal, bool kFewKeys>
+static int launch_e4m3(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
+    using Shape = TileE4m3<kHeadDim, kCausal, kFewKeys>;
+    return launch<PathE4m3<kHeadDim, Shape::kBlockN>, Shape, kHeadDim, kCausal>(p, descale, stream);
 }
 
 /* The entry points (common/flash_internal.h): bf16 and fp16, then e4m3 with its descale factors. */
@@ -1088,5 +1130,11 @@ extern "C" int flash_forward_kernel16(const flash_problem *p, cudaStream_t strea
 }
 
 extern "C" int flash_forward_fp8_kernel16(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
-    return launch_dtype<__nv_fp8_e4m3>(p, descale, stream);
+    const bool few_keys = p->seqlen_k <= kFewKeysFp8;
+    if (p->head_dim == 64) {
+        if (p->causal) return few_keys ? launch_e4m3<64, true, true>(p, descale, stream) : launch_e4m3<64, true, false>(p, descale, stream);
+        return few_keys ? launch_e4m3<64, false, true>(p, descale, stream) : launch_e4m3<64, false, false>(p, descale, stream);
+    }
+    if (p->causal) return few_keys ? launch_e4m3<128, true, true>(p, descale, stream) : launch_e4m3<128, true, false>(p, descale, stream);
+    return few_keys ? launch_e4m3<128, false, true>(p, descale, stream) : launch_e4m3<128, false, false>(p, descale, stream);
 }
