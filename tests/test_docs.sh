@@ -484,6 +484,57 @@ assert "| e4m3 / stage 14 bf16 | headline | 1 | 2 | 4.0 % | kernel15 |" in out, 
 assert "| / FA3 | headline | 0 | 4 | 0.0 % |" in out, out
 PY
 
+# LADDER, README's front page: a row per stage at the headline, non-causal, bf16 (its directory, the
+# technique of its header, the median TFLOP/s, the ratios to the stage before and to FA3, each the
+# median over pairs of rounds: computed here from the rows, and as data.ratio gives them), the Hopper
+# track after its row; stage 15 again in e4m3 (against stage 14 in bf16 and FA3 in e4m3); the
+# references' medians, FA3's in e4m3 last; a sentence naming the GPU, the rounds, their commit and file.
+# Without a stage that takes e4m3 the same table less the e4m3 rows; on plot_sample.csv's rounds, whose
+# stages take no e4m3, none. The marker is filled through render_markdown and is a generated region.
+py_case docs_ladder_block <<'PY'
+from contract import FP8_DTYPE
+plain = results_md.ladder_block(fixture_data())  # before fp8_data() points results_md at its stage tree
+data = fp8_data()
+block = results_md.ladder_block(data)
+table, sentence = block.split("\n\n")
+rows = table.splitlines()
+assert rows[:2] == ["| stage | technique | TFLOP/s | \u00d7 previous | \u00d7 FA3 |", "|---|---|---:|---:|---:|"], rows[:2]
+h, h8 = results_md.headline(), results_md.headline(0, FP8_DTYPE)
+fa3 = fp8_series("fa3", h)
+def stage_row(kernel, dirname, previous):
+    ours = fp8_series(kernel, h)
+    assert len(ours) == 4
+    prev = f"{pairs_median(ours, fp8_series(previous, h)):.2f}x" if previous else "-"
+    if previous:
+        assert prev == results_md.xr(data.ratio(kernel, previous, h))
+    assert f"{pairs_median(ours, fa3):.2f}x" == results_md.xr(data.ratio(kernel, "fa3", h))
+    return (f"| `{dirname}` | the fixture's stage {kernel[-2:]}, a header only | {statistics.median(ours):.1f} | {prev} | "
+            f"{pairs_median(ours, fa3):.2f}x |")
+want = [stage_row("kernel08", "kernel08_final", None), "| *Hopper track (sm_90a)* | | | | |",
+        stage_row("kernel13", "kernel13_overlap", "kernel08"), stage_row("kernel14", "kernel14_cluster", "kernel13"),
+        stage_row("kernel15", "kernel15_fp8", "kernel14")]
+k15, fa3_8 = fp8_series("kernel15", h8), fp8_series("fa3", h8)
+over14, over_fa3 = pairs_median(k15, fp8_series("kernel14", h)), pairs_median(k15, fa3_8)
+assert (f"{over14:.2f}", f"{over_fa3:.2f}") == ("1.44", "0.88"), "the fixture changed"
+assert f"{over14:.2f}x" == results_md.xr(data.ratio("kernel15", "kernel14", h8, problem_b=h))
+want.append(f"| `kernel15_fp8`, e4m3 | the same stage with q, k and v in e4m3 | {statistics.median(k15):.1f} | "
+             f"{over14:.2f}x stage 14 bf16 | {over_fa3:.2f}x FA3 e4m3 |")
+for kernel, name in (("fa2", "FlashAttention-2 (PyTorch SDPA flash)"), ("cudnn", "cuDNN (PyTorch SDPA cudnn)"),
+                     ("fa3", "FlashAttention-3 (its own kernels, fa3_fwd)")):
+    want.append(f"| {name} | | {statistics.median(fp8_series(kernel, h)):.1f} | | |")
+want.append(f"| FlashAttention-3 (its own kernels, fa3_fwd), e4m3 | | {statistics.median(fa3_8):.1f} | | |")
+assert rows[2:] == want, "\n".join(x for pair in zip(rows[2:], want) for x in pair if pair[0] != pair[1])
+assert sentence.startswith("Measured on the FIXTURE GPU at B16 H16 S4096 D128, non-causal, in 4 alternating rounds "
+                           "(`make rounds`, commit fp8c0de; rows in `") and sentence.count(". ") == 0, sentence
+assert f"`{data.rounds_path()}`" in sentence and data.rounds_path().endswith("rounds/fp8_sample_fp8c0de.csv")
+without = results_md.ladder_block(fp8_data(fp8=False)).split("\n\n")[0].splitlines()
+assert without == [r for r in rows if "e4m3" not in r] and len(without) == len(rows) - 2, without
+assert "e4m3" not in plain and "| `kernel09_wgmma` | " in plain and "\n| *Hopper track (sm_90a)* | | | | |\n" in plain, plain
+out = render("a\n<!-- LADDER -->\nold\n<!-- /LADDER -->\nb", data)
+assert out == f"a\n<!-- LADDER -->\n{block}\n<!-- /LADDER -->\nb", out
+assert results_md.GENERATED_REGION.sub("", out) == "a\n\nb"
+PY
+
 # The kernel header's Measured: line of a stage that takes e4m3 adds the same shape in e4m3; stage
 # 14's is what it was.
 py_case docs_header_fp8 <<'PY'

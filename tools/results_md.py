@@ -20,6 +20,10 @@ What it fills, between markers that the text keeps:
 
   <!-- RESULTS --> ... <!-- /RESULTS -->        README: the ladder table, the sweep tables of the
                                                 last stage of each track, and the two plots
+  <!-- LADDER --> ... <!-- /LADDER -->          README's front page: each stage at the headline,
+                                                non-causal, bf16, with its technique, TFLOP/s and
+                                                ratios to the stage before and to FA3; each stage
+                                                that takes e4m3 again in e4m3; the references
   <!-- REPRO[:COMMIT] --> ... <!-- /REPRO -->   the README's ratios from two measurements of one commit
   <!-- STAGES --> ... <!-- /STAGES -->          the stage table, from the kernelNN_name directories
   <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN over the sweep; for a stage
@@ -65,8 +69,8 @@ import fp8_error  # noqa: E402
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+|SHAPES:\d\d,\w+"
-    r"|FP8ERR:\w+) -->.*?<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES|FP8ERR) -->"
+    r"<!-- (RESULTS|LADDER|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+"
+    r"|SHAPES:\d\d,\w+|FP8ERR:\w+) -->.*?<!-- /(RESULTS|LADDER|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES|FP8ERR) -->"
     r"|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
@@ -461,6 +465,47 @@ def results_block(data):
         parts += ["The fp8 plot draws the e4m3 lines from the rounds' medians, with the bf16 ones beside them for scale.",
                   f"![e4m3 TFLOP/s against seqlen]({png}_fp8.png)"]
     return "\n\n".join(parts)
+
+
+def ladder_block(data):
+    """README's front page: one row per stage at the headline problem, non-causal, bf16, from the
+    rounds: its directory, the technique its header names, the median TFLOP/s, and the ratios (the
+    median over pairs of rounds) to the stage before and to FA3; the Hopper track after a row that
+    says so, as in ladder_table; then each stage that takes e4m3 in e4m3 at the same shape, against
+    the last Hopper stage without fp8 in bf16 and FA3 in e4m3 (as measured_line has them); then the
+    references' TFLOP/s; and a sentence that says where the figures come from."""
+    res = data.results
+    p, p8 = headline(0), headline(0, FP8_DTYPE)
+    fa3 = data.has_rounds("fa3", p)
+    lines = ["| stage | technique | TFLOP/s | \u00d7 previous | \u00d7 FA3 |", "|---|---|---:|---:|---:|"]
+    stages = [k for k in res.stages if data.has_rounds(k, p)]
+    hopper_row = False
+    for n, stage in enumerate(stages):
+        if stage in res.hopper and not hopper_row:
+            lines.append(f"| *{HOPPER_TRACK_LABEL}* | | | | |")
+            hopper_row = True
+        dirname = stage_dir(res, stage)
+        previous = xr(data.ratio(stage, stages[n - 1], p)) if n > 0 else "-"
+        lines.append(f"| `{dirname}` | {stage_technique(dirname, res.root)} | {fmt(data.median(stage, p))} | {previous} | "
+                     f"{xr(data.ratio(stage, 'fa3', p)) if fa3 else '-'} |")
+    fp8 = [k for k in stages if k in res.fp8 and data.has_rounds(k, p8)]
+    fa3_fp8 = bool(fp8) and data.has_rounds("fa3", p8)
+    for stage in fp8:
+        bar = fp8_bar(data)
+        lines.append(f"| `{stage_dir(res, stage)}`, {FP8_DTYPE} | the same stage with q, k and v in {FP8_DTYPE} | "
+                     f"{fmt(data.median(stage, p8))} | "
+                     f"{xr(data.ratio(stage, bar, p8, problem_b=p))} stage {stage_number(bar)} bf16 | "
+                     + (f"{xr(data.ratio(stage, 'fa3', p8))} FA3 {FP8_DTYPE}" if fa3_fp8 else "-") + " |")
+    for ref, _ in rounds_references(data, p):
+        lines.append(f"| {REFERENCE_NAMES[ref]} | | {fmt(data.median(ref, p))} | | |")
+    if fa3_fp8:
+        lines.append(f"| {REFERENCE_NAMES['fa3']}, {FP8_DTYPE} | | {fmt(data.median('fa3', p8))} | | |")
+    count = data.rounds_count()
+    within = (f"the median over the {count // 2} pair{'s' if count // 2 != 1 else ''} of rounds (one in each order) "
+              f"of the ratio within a round" if count > 1 else "the ratio within the round")
+    return ("\n".join(lines) + f"\n\nMeasured on the {data.gpu()} at B16 H16 S4096 D128, non-causal, in {count} "
+            f"alternating round{'s' if count != 1 else ''} (`make rounds`, commit {data.rounds_commit()}; rows in "
+            f"`{data.rounds_path()}`): TFLOP/s is the median over the rounds, and each ratio {within}.")
 
 
 def measured_block(data, nn):
@@ -1021,15 +1066,38 @@ def stage_dirs():
     return sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*/kernel.cu")))
 
 
+# The first line of a stage's header: " * Stage NN - name: the technique it adds."
+STAGE_TITLE = re.compile(r"^ \* Stage \d\d - [a-z_0-9]+: (.*)$", re.M)
+
+
 def stage_header(dirname):
     """(technique, [blog URLs]) from the header comment of the stage's kernel.cu."""
     text = open(os.path.join(ROOT, dirname, "kernel.cu")).read()
-    title = re.search(r"^ \* Stage \d\d - [a-z_0-9]+: (.*)$", text, re.M)
+    title = STAGE_TITLE.search(text)
     read = re.search(r"^ \* Read: +(.*(?:\n \*  {11}.*)*)", text, re.M)
     if not title or not read:
         raise GenError(f"{dirname}/kernel.cu: the header needs a 'Stage NN - name: ...' line and a 'Read:' line")
     urls = re.findall(re.escape(BLOG) + r"[A-Za-z0-9-]+", read.group(1))
     return title.group(1).rstrip("."), urls
+
+
+def stage_technique(dirname, root=ROOT):
+    """The technique a stage adds, from the 'Stage NN - name: ...' line of root/dirname/kernel.cu (as
+    stage_header reads it, without needing its 'Read:' line)."""
+    path = os.path.join(root, dirname, "kernel.cu")
+    title = STAGE_TITLE.search(open(path).read())
+    if not title:
+        raise GenError(f"{os.path.relpath(path, ROOT)}: the header needs a 'Stage NN - name: ...' line")
+    return title.group(1).rstrip(".")
+
+
+def stage_dir(results, kernel):
+    """The directory of stage `kernel` ('kernel05' -> 'kernel05_swizzle') in the stage tree `results`
+    (a plot.Results) read its headers from."""
+    found = sorted(glob.glob(os.path.join(glob.escape(results.root), kernel + "_*", "kernel.cu")))
+    if not found:
+        raise GenError(f"no {kernel}_*/kernel.cu in {os.path.relpath(results.root, ROOT)} for the {kernel} rows")
+    return os.path.basename(os.path.dirname(found[0]))
 
 
 def blog_label(url):
@@ -1106,6 +1174,8 @@ def render_markdown(data, path, text):
         data = data.pinned(pin.group(1), where)
     if "<!-- RESULTS -->" in text:
         text = replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->", results_block(data), where)
+    if "<!-- LADDER -->" in text:
+        text = replace_block(text, "<!-- LADDER -->", "<!-- /LADDER -->", ladder_block(data), where)
     for commit in re.findall(r"<!-- REPRO(?::(\w+))? -->", text):
         marker = f"<!-- REPRO:{commit} -->" if commit else "<!-- REPRO -->"
         text = replace_block(text, marker, "<!-- /REPRO -->", repro_block(data, commit or None), where)
