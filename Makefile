@@ -70,10 +70,14 @@ API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUI
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
 .PHONY: help all lib test bench reference rounds rounds-shapes plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
+# A stage's directory name is a target too (the README's table names the stages so): phony, or make
+# would find the directory and call it up to date.
+.PHONY: $(STAGE_DIRS)
 
 help:
 	@echo "Flash attention from scratch: targets"
 	@echo "  make kernelNN       build build/kernelNN (stage NN) and point ./run at it, e.g. make kernel05 && ./run"
+	@echo "  make kernelNN_name  the same by the stage's directory name, e.g. make $(word 5,$(STAGE_DIRS))"
 	@echo "  make all            every stage binary, build/allstages and build/libflash.so"
 	@echo "  make lib            build/libflash.so with every stage (the C API of common/flash.h)"
 	@echo "  make test           CPU tests, instruction checks, and with a GPU the correctness matrix and sanitizer"
@@ -166,6 +170,8 @@ $(BUILD)/kernel$(1): $(BUILD)/kernel$(1).o $(HARNESS_OBJ) $(API_OBJ)
 kernel$(1): $(BUILD)/kernel$(1)
 	ln -sf $(BUILD)/kernel$(1) run
 	@echo "./run now runs stage $(1) ($(call STAGE_DIR,$(1))); try ./run --help"
+
+$(call STAGE_DIR,$(1)): kernel$(1)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 

@@ -5,6 +5,7 @@
 #   make grade refuses a stage without an assignment, and a file with the wrong entry point fails
 #   for that reason ([symbol]), never as "did not build";
 #   make sass and make diff work from the sources alone;
+#   make kernelNN_name (a stage's directory name) builds what make kernelNN builds;
 #   make ab asks for a stage and a GPU, and refuses bad variant names and missing source files;
 #   make fp8-error writes its rows where tools/results_md.py reads them;
 #   tools/ncu_metrics.sh refuses a problem it does not know.
@@ -170,6 +171,39 @@ if [ "$rc" -ne 0 ] && grep -q '^GRADE: FAIL' "$T/grade_wrong.out" && grep -q '^ 
     ok "make grade: a file with the wrong entry point fails for it ([symbol])"
 else
     bad "make grade: a file with the wrong entry point fails for it" "exit $rc: $(grep -E '^(GRADE|  -|FAIL|PASS)' "$T/grade_wrong.out" | head -6 | tr '\n' ' ')"
+fi
+
+# make kernelNN_name runs make kernelNN's commands, for every stage directory: a dry run of each into
+# an empty build directory, where both must compile the stage's kernel.cu, link it and point ./run
+# at it. Then the first stage for real, ./run put back as it was afterwards.
+dir_target_bad=()
+dir_target_check() {  # dir_target_check NN DIR ARCH
+    make -n BUILD="$T/nobuild" "$2" >"$T/dir_target.out" 2>&1
+    make -n BUILD="$T/nobuild" "kernel$1" >"$T/nn_target.out" 2>&1
+    if ! grep -qF -- "-c $2/kernel.cu -o $T/nobuild/kernel$1.o" "$T/dir_target.out" ||
+       ! grep -qF "ln -sf $T/nobuild/kernel$1 run" "$T/dir_target.out" || ! cmp -s "$T/dir_target.out" "$T/nn_target.out"; then
+        first=$(grep -v '^mkdir' "$T/dir_target.out" | head -n 1 | cut -c1-80)
+        dir_target_bad+=("make $2: ${first:-nothing to be done}")
+    fi
+}
+for_each_stage dir_target_check
+n_dirs=$(wc -w <<<"$STAGE_TABLE")
+if [ ${#dir_target_bad[@]} -eq 0 ]; then
+    ok "make kernelNN_name runs the commands of make kernelNN, for all $n_dirs stage directories"
+else
+    bad "make kernelNN_name runs the commands of make kernelNN" "${dir_target_bad[*]:0:3}"
+fi
+IFS=: read -r nn dir _ <<<"${STAGE_TABLE%% *}"
+run_before=$(readlink run)
+make -s "$dir" >"$T/dir_real.out" 2>&1
+rc=$?
+run_after=$(readlink run)
+if [ -n "$run_before" ]; then ln -sfn "$run_before" run; else rm -f run; fi
+if [ "$rc" -eq 0 ] && [ "$run_after" = "$BUILD/kernel$nn" ] && [ -x "$BUILD/kernel$nn" ] \
+        && grep -q "runs stage $nn ($dir)" "$T/dir_real.out"; then
+    ok "make $dir builds $BUILD/kernel$nn and points ./run at it"
+else
+    bad "make $dir builds $BUILD/kernel$nn and points ./run at it" "exit $rc, ./run -> '$run_after': $(head -c 200 "$T/dir_real.out")"
 fi
 
 make -s sass K=5 >"$T/sass.out" 2>&1
