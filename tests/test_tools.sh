@@ -8,7 +8,10 @@
 #   make kernelNN_name (a stage's directory name) builds what make kernelNN builds;
 #   make ab asks for a stage and a GPU, and refuses bad variant names and missing source files;
 #   make fp8-error writes its rows where tools/results_md.py reads them;
-#   tools/ncu_metrics.sh refuses a problem it does not know.
+#   tools/ncu_metrics.sh refuses a problem it does not know;
+#   a target asked for directly without the program it needs (compute-sanitizer, ncu, cuobjdump)
+#   or without a GPU exits 2 naming it, before building anything where it builds, while make
+#   test's own sanitizer suite reports SKIP (each program hidden here, also where installed).
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -207,10 +210,19 @@ else
 fi
 
 make -s sass K=5 >"$T/sass.out" 2>&1
+rc=$?
 if grep -q "PTX instruction histogram" "$T/sass.out" && grep -qE "^ +mma.sync +[1-9]" "$T/sass.out"; then
     ok "make sass K=5 prints the ptxas table and the PTX histogram"
 else
     bad "make sass K=5" "$(tail -3 "$T/sass.out" | tr '\n' ' ')"
+fi
+# The SASS part needs cuobjdump (without it, exit 2: the rule for what is missing, below).
+if ! command -v cuobjdump >/dev/null 2>&1; then
+    skip "make sass K=5 prints the SASS histogram, exit 0" "cuobjdump not found here"
+elif [ "$rc" -eq 0 ] && grep -qE "^ +HMMA +[1-9]" "$T/sass.out"; then
+    ok "make sass K=5 prints the SASS histogram, exit 0"
+else
+    bad "make sass K=5 prints the SASS histogram, exit 0" "exit $rc: $(tail -3 "$T/sass.out" | tr '\n' ' ')"
 fi
 
 make -s diff A=4 B=05 >"$T/diff.out" 2>&1
@@ -220,4 +232,85 @@ else
     bad "make diff A=4 B=05" "$(head -3 "$T/diff.out" | tr '\n' ' ')"
 fi
 make -s diff A=4 B=77 >"$T/diff_bad.out" 2>&1 && bad "make diff B=77 is refused" "exit 0" || ok "make diff B=77 is refused"
+
+# -- one rule for what is missing -------------------------------------------------------------------
+# link_all_but FROM TO NAME: TO holds a link to each entry of FROM but NAME.
+link_all_but() {
+    mkdir -p "$2" && find "$1"/ -mindepth 1 -maxdepth 1 ! -name "$3" -exec ln -s -t "$2" {} +
+}
+# hide PROGRAM: HIDDEN_PATH, this PATH without PROGRAM, and HIDDEN_CUDA, the toolkit without it (the
+# Makefile puts the toolkit's bin/ first on its recipes' PATH): each directory that holds PROGRAM is
+# replaced by one of links to all its other entries. Returns 1 if PROGRAM could still be found.
+hide() {
+    local prog=$1 dir=$T/hide-$1 d n=0 dirs
+    rm -rf "$dir"
+    link_all_but "$CUDA_HOME" "$dir/cuda" bin
+    link_all_but "$CUDA_HOME/bin" "$dir/cuda/bin" "$prog"
+    HIDDEN_CUDA=$dir/cuda HIDDEN_PATH=""
+    IFS=: read -ra dirs <<<"$PATH"
+    for d in "${dirs[@]}"; do
+        if [ -e "$d/$prog" ]; then
+            n=$((n + 1)); link_all_but "$d" "$dir/path$n" "$prog"; d=$dir/path$n
+        fi
+        HIDDEN_PATH=${HIDDEN_PATH:+$HIDDEN_PATH:}$d
+    done
+    ! PATH=$HIDDEN_CUDA/bin:$HIDDEN_PATH command -v "$prog" >/dev/null 2>&1
+}
+# hidden_make ARGS...: make with the program of the last hide out of sight.
+hidden_make() { env PATH="$HIDDEN_PATH" make -s NVCC="$HIDDEN_CUDA/bin/nvcc" CUDA_HOME="$HIDDEN_CUDA" "$@"; }
+
+# expect_missing NAME TEXT COMMAND...: COMMAND exits 2 and its output holds TEXT (the tool's own
+# message naming the program, or the GPU); nothing appears under $T/nobuild (where a target that
+# stops before building is pointed).
+expect_missing() {
+    local name=$1 text=$2 rc
+    shift 2
+    rm -rf "$T/nobuild"
+    "$@" >"$T/missing.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$text" "$T/missing.out" && [ ! -e "$T/nobuild" ]; then
+        ok "$name: exit 2, '$(grep -m1 -F -- "$text" "$T/missing.out" | cut -c1-70)...'"
+    else
+        bad "$name: exit 2 naming $text" "exit $rc$([ -e "$T/nobuild" ] && echo ", built into $T/nobuild"): $(head -c 240 "$T/missing.out")"
+    fi
+}
+
+# skip_all WHY NAME...: one SKIP line per test not run.
+skip_all() { local why=$1 name; shift; for name in "$@"; do skip "$name" "$why"; done; }
+
+if ! hide compute-sanitizer; then
+    skip_all "compute-sanitizer could not be hidden here" "make sanitize without compute-sanitizer, before building" \
+        "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0"
+else
+    expect_missing "make sanitize without compute-sanitizer, before building" "make sanitize: compute-sanitizer not found" \
+        hidden_make sanitize BUILD="$T/nobuild"
+    env PATH="$HIDDEN_PATH" bash tests/test_sanitizer.sh "$BUILD/allstages" >"$T/san_suite.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q '^SKIP: compute-sanitizer: not found' "$T/san_suite.out" && ! grep -q '^FAIL' "$T/san_suite.out"; then
+        ok "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0"
+    else
+        bad "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0" "exit $rc: $(head -c 200 "$T/san_suite.out")"
+    fi
+fi
+if ! hide ncu; then
+    skip_all "ncu could not be hidden here" "make profile K=5 without ncu, before building"
+else
+    expect_missing "make profile K=5 without ncu, before building" "make profile: ncu (Nsight Compute) not found" hidden_make profile K=5 BUILD="$T/nobuild"
+fi
+if ! hide cuobjdump; then
+    skip_all "cuobjdump could not be hidden here" "make sass K=5 without cuobjdump" \
+        "make sass K=5 without cuobjdump still prints the ptxas table and the PTX histogram"
+else
+    expect_missing "make sass K=5 without cuobjdump" "make sass: cuobjdump not found" hidden_make sass K=5
+    if grep -q "PTX instruction histogram" "$T/missing.out" && grep -qE "^ +mma.sync +[1-9]" "$T/missing.out"; then
+        ok "make sass K=5 without cuobjdump still prints the ptxas table and the PTX histogram"
+    else
+        bad "make sass K=5 without cuobjdump still prints the ptxas table and the PTX histogram" "$(head -c 200 "$T/missing.out")"
+    fi
+fi
+if ! hide nvidia-smi; then
+    skip_all "nvidia-smi could not be hidden here" "make xu-pipe without a GPU, before building"
+else
+    expect_missing "make xu-pipe without a GPU, before building" "make xu-pipe: no NVIDIA GPU" hidden_make xu-pipe BUILD="$T/nobuild"
+fi
 finish
