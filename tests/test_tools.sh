@@ -9,9 +9,9 @@
 #   make ab asks for a stage and a GPU, and refuses bad variant names and missing source files;
 #   make fp8-error writes its rows where tools/results_md.py reads them;
 #   tools/ncu_metrics.sh refuses a problem it does not know;
-#   a target asked for directly without the program it needs (compute-sanitizer, ncu, cuobjdump)
-#   or without a GPU exits 2 naming it, before building anything where it builds, while make
-#   test's own sanitizer suite reports SKIP (each program hidden here, also where installed).
+#   a target or tool asked for directly without the program it needs (compute-sanitizer, ncu,
+#   cuobjdump) or without a GPU exits 2 naming it, before building anything where it builds, while
+#   make test's own sanitizer suite reports SKIP (each program hidden here, also where installed).
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -280,10 +280,12 @@ skip_all() { local why=$1 name; shift; for name in "$@"; do skip "$name" "$why";
 
 if ! hide compute-sanitizer; then
     skip_all "compute-sanitizer could not be hidden here" "make sanitize without compute-sanitizer, before building" \
-        "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0"
+        "tools/nokey_check.sh without compute-sanitizer" "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0"
 else
     expect_missing "make sanitize without compute-sanitizer, before building" "make sanitize: compute-sanitizer not found" \
         hidden_make sanitize BUILD="$T/nobuild"
+    expect_missing "tools/nokey_check.sh without compute-sanitizer" "nokey_check: compute-sanitizer not found" \
+        env PATH="$HIDDEN_PATH" bash tools/nokey_check.sh
     env PATH="$HIDDEN_PATH" bash tests/test_sanitizer.sh "$BUILD/allstages" >"$T/san_suite.out" 2>&1
     rc=$?
     if [ "$rc" -eq 0 ] && grep -q '^SKIP: compute-sanitizer: not found' "$T/san_suite.out" && ! grep -q '^FAIL' "$T/san_suite.out"; then
@@ -293,9 +295,10 @@ else
     fi
 fi
 if ! hide ncu; then
-    skip_all "ncu could not be hidden here" "make profile K=5 without ncu, before building"
+    skip_all "ncu could not be hidden here" "make profile K=5 without ncu, before building" "tools/ncu_metrics.sh without ncu"
 else
     expect_missing "make profile K=5 without ncu, before building" "make profile: ncu (Nsight Compute) not found" hidden_make profile K=5 BUILD="$T/nobuild"
+    expect_missing "tools/ncu_metrics.sh without ncu" "ncu_metrics: ncu (Nsight Compute) not found" env PATH="$HIDDEN_PATH" bash tools/ncu_metrics.sh "$T/ncu.csv" 5
 fi
 if ! hide cuobjdump; then
     skip_all "cuobjdump could not be hidden here" "make sass K=5 without cuobjdump" \
@@ -309,8 +312,11 @@ else
     fi
 fi
 if ! hide nvidia-smi; then
-    skip_all "nvidia-smi could not be hidden here" "make xu-pipe without a GPU, before building"
+    skip_all "nvidia-smi could not be hidden here" "make xu-pipe without a GPU, before building" \
+        "tools/gpu_session.sh without a GPU, before writing anything"
 else
     expect_missing "make xu-pipe without a GPU, before building" "make xu-pipe: no NVIDIA GPU" hidden_make xu-pipe BUILD="$T/nobuild"
+    expect_missing "tools/gpu_session.sh without a GPU, before writing anything" "gpu_session: no NVIDIA GPU" \
+        env PATH="$HIDDEN_PATH" OUT="$T/nobuild" bash tools/gpu_session.sh build
 fi
 finish
