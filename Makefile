@@ -81,9 +81,10 @@ API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUI
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
 .PHONY: help all lib test bench reference rounds rounds-shapes plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
-# A stage's directory name is a target too (the README's table names the stages so): phony, or make
-# would find the directory and call it up to date.
-.PHONY: $(STAGE_DIRS)
+# A stage's directory name is a target too (the README's table names the stages so), also with the
+# slash that a shell's file-name completion adds: phony, or make would find the directory and call
+# it up to date.
+.PHONY: $(STAGE_DIRS) $(addsuffix /,$(STAGE_DIRS))
 
 help:
 	@echo "Flash attention from scratch: targets"
@@ -185,7 +186,7 @@ kernel$(1): $(BUILD)/kernel$(1)
 	ln -sf $(BUILD)/kernel$(1) run
 	@echo "./run now runs stage $(1) ($(call STAGE_DIR,$(1))); try ./run --help"
 
-$(call STAGE_DIR,$(1)): kernel$(1)
+$(call STAGE_DIR,$(1)) $(call STAGE_DIR,$(1))/: kernel$(1)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 

@@ -176,25 +176,29 @@ else
     bad "make grade: a file with the wrong entry point fails for it" "exit $rc: $(grep -E '^(GRADE|  -|FAIL|PASS)' "$T/grade_wrong.out" | head -6 | tr '\n' ' ')"
 fi
 
-# make kernelNN_name runs make kernelNN's commands, for every stage directory: a dry run of each into
-# an empty build directory, where both must compile the stage's kernel.cu, link it and point ./run
-# at it. Then the first stage for real, ./run put back as it was afterwards.
+# make kernelNN_name (and kernelNN_name/, as a shell completes it) runs make kernelNN's commands, for
+# every stage directory: a dry run of each into an empty build directory, where both must compile
+# the stage's kernel.cu, link it and point ./run at it. Then the first stage for real, ./run put
+# back as it was afterwards.
 dir_target_bad=()
 dir_target_check() {  # dir_target_check NN DIR ARCH
-    make -n BUILD="$T/nobuild" "$2" >"$T/dir_target.out" 2>&1
+    local target first
     make -n BUILD="$T/nobuild" "kernel$1" >"$T/nn_target.out" 2>&1
-    if ! grep -qF -- "-c $2/kernel.cu -o $T/nobuild/kernel$1.o" "$T/dir_target.out" ||
-       ! grep -qF "ln -sf $T/nobuild/kernel$1 run" "$T/dir_target.out" || ! cmp -s "$T/dir_target.out" "$T/nn_target.out"; then
-        first=$(grep -v '^mkdir' "$T/dir_target.out" | head -n 1 | cut -c1-80)
-        dir_target_bad+=("make $2: ${first:-nothing to be done}")
-    fi
+    for target in "$2" "$2/"; do
+        make -n BUILD="$T/nobuild" "$target" >"$T/dir_target.out" 2>&1
+        if ! grep -qF -- "-c $2/kernel.cu -o $T/nobuild/kernel$1.o" "$T/dir_target.out" ||
+           ! grep -qF "ln -sf $T/nobuild/kernel$1 run" "$T/dir_target.out" || ! cmp -s "$T/dir_target.out" "$T/nn_target.out"; then
+            first=$(grep -v '^mkdir' "$T/dir_target.out" | head -n 1 | cut -c1-80)
+            dir_target_bad+=("make $target: ${first:-nothing to be done}")
+        fi
+    done
 }
 for_each_stage dir_target_check
 n_dirs=$(wc -w <<<"$STAGE_TABLE")
 if [ ${#dir_target_bad[@]} -eq 0 ]; then
-    ok "make kernelNN_name runs the commands of make kernelNN, for all $n_dirs stage directories"
+    ok "make kernelNN_name and kernelNN_name/ run the commands of make kernelNN, for all $n_dirs stage directories"
 else
-    bad "make kernelNN_name runs the commands of make kernelNN" "${dir_target_bad[*]:0:3}"
+    bad "make kernelNN_name and kernelNN_name/ run the commands of make kernelNN" "${dir_target_bad[*]:0:3}"
 fi
 IFS=: read -r nn dir _ <<<"${STAGE_TABLE%% *}"
 run_before=$(readlink run)
