@@ -14,6 +14,17 @@ ifneq ($(CUDA_HOME),)
 export PATH := $(CUDA_HOME)/bin:$(PATH)
 endif
 
+# The targets that need a program of the toolkit (compute-sanitizer, ncu, cuobjdump) or a GPU,
+# asked for directly, stop with exit 2 naming what is missing, before compiling anything: a recipe
+# line $(call need_program,PROGRAM[,what it is]) or $(call need_gpu,what the target does there).
+# Inside make test, the suites that need them report SKIP instead: a machine without them can
+# still pass every test it can run.
+need_program = @command -v $(1) >/dev/null 2>&1 || { echo "make $@: $(1)$(if $(2), ($(2))) not found on this machine," \
+    "neither on PATH nor in $(or $(CUDA_HOME),the CUDA toolkit's)/bin; it comes with the CUDA toolkit" \
+    "(make NVCC=/path/to/bin/nvcc names another one)" >&2; exit 2; }
+need_gpu     = @nvidia-smi -L >/dev/null 2>&1 || { echo "make $@: no NVIDIA GPU answers here (nvidia-smi -L failed);" \
+    "$(1), so run it on a machine with one" >&2; exit 2; }
+
 # -- target GPUs ---------------------------------------------------------------------------------
 # Stages 01-08 are built for Ampere (sm_80: A100, and through it RTX 30xx/40xx) and Hopper (sm_90:
 # H100, H200), plus the present GPU's own architecture when nvidia-smi finds one. Override with
@@ -71,10 +82,15 @@ API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUI
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
 .PHONY: help all lib test bench reference rounds rounds-nosettle rounds-shapes plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
+# A stage's directory name is a target too (the README's table names the stages so), also with the
+# slash that a shell's file-name completion adds: phony, or make would find the directory and call
+# it up to date.
+.PHONY: $(STAGE_DIRS) $(addsuffix /,$(STAGE_DIRS))
 
 help:
 	@echo "Flash attention from scratch: targets"
 	@echo "  make kernelNN       build build/kernelNN (stage NN) and point ./run at it, e.g. make kernel05 && ./run"
+	@echo "  make kernelNN_name  the same by the stage's directory name, e.g. make $(word 5,$(STAGE_DIRS))"
 	@echo "  make all            every stage binary, build/allstages and build/libflash.so"
 	@echo "  make lib            build/libflash.so with every stage (the C API of common/flash.h)"
 	@echo "  make test           CPU tests, instruction checks, and with a GPU the correctness matrix and sanitizer"
@@ -88,12 +104,15 @@ help:
 	@echo "  make tune [K=10]    time candidate tile shapes of stage 08 (or K) on this GPU"
 	@echo "  make ab K=13 AB='name=MACRO=VALUE;...'  builds of stage K timed against it in turn -> plots/ab/"
 	@echo "  make diff A=04 B=05  what stage B changed in kernel.cu relative to stage A"
-	@echo "  make sass K=05       registers/smem/spills, PTX and SASS instruction histograms (sass-table: every stage)"
+	@echo "  make sass K=05       registers/smem/spills, PTX and SASS instruction histograms (sass-table: every stage;"
+	@echo "                       SASS needs cuobjdump)"
 	@echo "  make profile K=05    ncu: tensor pipe, smem bank conflicts, occupancy, DRAM (needs ncu + GPU)"
-	@echo "  make sanitize        compute-sanitizer memcheck/racecheck/synccheck/initcheck on every stage"
-	@echo "  make xu-pipe         sm_90a: the exponentials' and the e4m3 conversions' pipes (docs/15)"
+	@echo "  make sanitize        compute-sanitizer memcheck/racecheck/synccheck/initcheck on every stage (needs"
+	@echo "                       compute-sanitizer + GPU)"
+	@echo "  make xu-pipe         sm_90a: the exponentials' and the e4m3 conversions' pipes (docs/15; needs a Hopper GPU)"
 	@echo "  make grade K=05 SRC=f.cu  grade a student's stage (docs/assignments.md)"
 	@echo "  make clean          remove build/ and ./run"
+	@echo "A target that needs a GPU or a program it does not find here stops with exit 2, naming it."
 	@echo "Variables: ARCH (nvcc -gencode flags, or 'here'; default sm_80 + sm_90), NVCC, PYTHON"
 	@echo "Stages: $(STAGE_DIRS)"
 
@@ -168,6 +187,8 @@ $(BUILD)/kernel$(1): $(BUILD)/kernel$(1).o $(HARNESS_OBJ) $(API_OBJ)
 kernel$(1): $(BUILD)/kernel$(1)
 	ln -sf $(BUILD)/kernel$(1) run
 	@echo "./run now runs stage $(1) ($(call STAGE_DIR,$(1))); try ./run --help"
+
+$(call STAGE_DIR,$(1)) $(call STAGE_DIR,$(1))/: kernel$(1)
 endef
 $(foreach s,$(STAGES),$(eval $(call STAGE_RULES,$(s))))
 
@@ -237,16 +258,14 @@ plot:
 
 # Tuning times candidates on the GPU: without one it stops before compiling anything.
 tune:
-	@nvidia-smi -L >/dev/null 2>&1 || { echo "make tune: no NVIDIA GPU answers here (nvidia-smi -L failed);" \
-	    "it times candidate tile shapes on the GPU, so run it on a machine with one" >&2; exit 2; }
+	$(call need_gpu,it times candidate tile shapes on the GPU)
 	@$(MAKE) --no-print-directory $(HARNESS_OBJ) $(API_OBJ)
 	TUNE_STAGE='$(or $(K_NN),08)' bash tools/tune.sh
 
 # Variants of one stage against its base build, their sweeps in turn (tools/ab.sh).
 ab:
 	@test -n "$(K_NN)" || { echo "make ab: name the stage, K=NN" >&2; exit 2; }
-	@nvidia-smi -L >/dev/null 2>&1 || { echo "make ab: no NVIDIA GPU answers here (nvidia-smi -L failed);" \
-	    "it times builds of a stage on the GPU, so run it on a machine with one" >&2; exit 2; }
+	$(call need_gpu,it times builds of a stage on the GPU)
 	@$(MAKE) --no-print-directory $(HARNESS_OBJ) $(API_OBJ)
 	AB_STAGE='$(K_NN)' bash tools/ab.sh
 

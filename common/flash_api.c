@@ -46,7 +46,7 @@ static const stage_entry *stage_at(int stage) {
 }
 
 static _Thread_local int last_code;
-static _Thread_local char last_msg[256];
+static _Thread_local char last_msg[512];  /* room for a stage's name and flash_device_error's text */
 
 int flash_set_error(int code, const char *fmt, ...) {
     va_list ap;
@@ -101,6 +101,33 @@ int flash_stage_supports_dtype(int stage, flash_dtype dtype) {
 #define MAX_DEVICES 64
 static atomic_int device_cc[MAX_DEVICES];
 
+void flash_device_error(cudaError_t err, char *msg, size_t n) {
+    /* cudaDriverGetVersion reports 0 when no driver (libcuda) can be loaded, else the CUDA version
+     * the driver supports, which is compared with the runtime this binary was built with. */
+    int driver = 0, runtime = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+    char dv[24], rv[24];  /* "12.4" from CUDA's 12040 */
+    snprintf(dv, sizeof dv, "%d.%d", driver / 1000, (driver % 1000) / 10);
+    snprintf(rv, sizeof rv, "%d.%d", runtime / 1000, (runtime % 1000) / 10);
+    char what[192];
+    if (err == cudaErrorStubLibrary)
+        /* The toolkit's stub libcuda.so (lib64/stubs, for linking) found first on the library path. */
+        snprintf(what, sizeof what, "no NVIDIA driver was found on this machine, only the CUDA toolkit's stub "
+                 "libcuda.so (no GPU, or its driver is not installed)");
+    else if (driver == 0)
+        snprintf(what, sizeof what, "no NVIDIA driver was found on this machine (no GPU, or its driver is not installed)");
+    else if (err == cudaErrorInsufficientDriver && driver < runtime)
+        snprintf(what, sizeof what,
+                 "the installed NVIDIA driver supports CUDA %s, older than the CUDA %s runtime this was built with: "
+                 "update the driver", dv, rv);
+    else if (err == cudaErrorNoDevice)
+        snprintf(what, sizeof what, "the driver found no NVIDIA GPU (driver for CUDA %s)", dv);
+    else
+        snprintf(what, sizeof what, "the NVIDIA GPU could not be used (driver for CUDA %s, CUDA %s runtime)", dv, rv);
+    snprintf(msg, n, "%s; CUDA says: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
 int flash_stage_supported(int stage) {
     const stage_entry *e = stage_at(stage);
     if (!e || !e->fn) return FLASH_OK;
@@ -114,9 +141,11 @@ int flash_stage_supported(int stage) {
         cc = 10 * major + minor;
         if (err == cudaSuccess && device < MAX_DEVICES) atomic_store_explicit(&device_cc[device], cc, memory_order_relaxed);
     }
-    if (err != cudaSuccess)
-        return flash_set_error(FLASH_E_CUDA, "stage %02d (%s): cannot query the GPU: %s (%s)", stage, e->name,
-                               cudaGetErrorString(err), cudaGetErrorName(err));
+    if (err != cudaSuccess) {
+        char why[384];
+        flash_device_error(err, why, sizeof why);
+        return flash_set_error(FLASH_E_CUDA, "stage %02d (%s): cannot query the GPU: %s", stage, e->name, why);
+    }
     char msg[192];
     if (!flash_stage_refused(stage, e->name, e->arch, cc, msg, sizeof msg)) return FLASH_OK;
     return flash_set_error(FLASH_E_UNSUPPORTED, "%s", msg);

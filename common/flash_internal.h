@@ -70,6 +70,14 @@ const char *flash_stage_arch(int stage);
  * compute capability is looked up once per device. */
 int flash_stage_supported(int stage);
 
+/* Why a device query failed with `err`, in msg[n]: what was found, in plain words, then CUDA's own
+ * text: "no NVIDIA driver was found on this machine (no GPU, or its driver is not installed);
+ * CUDA says: CUDA driver version is insufficient for CUDA runtime version
+ * (cudaErrorInsufficientDriver)". CUDA's text alone would send a reader without a GPU to update a
+ * driver that is not there; it follows, for searching. ./run's "no CUDA device" message and
+ * flash_stage_supported's FLASH_E_CUDA both say it. */
+void flash_device_error(cudaError_t err, char *msg, size_t n);
+
 /* The rule behind flash_stage_supported, without the device: can a GPU of compute capability
  * `cc` (major * 10 + minor: 86 for sm_86) run code built for `arch` ("sm_80", "sm_90a")? Returns 1
  * if it can; otherwise 0, with what it needs in need[n] ("a Hopper GPU (sm_90)", "an Ampere or

@@ -31,32 +31,12 @@ int gpu_open(gpu_ctx *g) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
-        /* CUDA's own text for a machine without a driver is "CUDA driver version is insufficient
-         * for CUDA runtime version" (cudaErrorInsufficientDriver), which sends the reader to update
-         * a driver that is not there. So say first what was actually found: cudaDriverGetVersion
-         * reports 0 when no driver (libcuda) can be loaded, else the CUDA version the driver
-         * supports, which we compare with the runtime this binary was built with. CUDA's text
-         * follows, for searching. The "no CUDA device:" prefix is what scripts and tests grep. */
-        int driver = 0, runtime = 0;
-        if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
-        if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
-        char dv[24], rv[24];  /* "12.4" from CUDA's 12040 */
-        snprintf(dv, sizeof dv, "%d.%d", driver / 1000, (driver % 1000) / 10);
-        snprintf(rv, sizeof rv, "%d.%d", runtime / 1000, (runtime % 1000) / 10);
-        char what[256];
-        if (driver == 0)
-            snprintf(what, sizeof what,
-                     "no NVIDIA driver was found on this machine (no GPU, or its driver is not installed)");
-        else if (err == cudaErrorInsufficientDriver)
-            snprintf(what, sizeof what,
-                     "the installed NVIDIA driver supports CUDA %s, older than the CUDA %s runtime this was built with: "
-                     "update the driver", dv, rv);
-        else if (err == cudaErrorNoDevice)
-            snprintf(what, sizeof what, "the driver found no NVIDIA GPU (driver for CUDA %s)", dv);
-        else
-            snprintf(what, sizeof what, "cudaGetDeviceCount failed (driver for CUDA %s, CUDA %s runtime)", dv, rv);
-        fprintf(stderr, "no CUDA device: %s; CUDA says: %s (%s)\n", what, cudaGetErrorString(err),
-                cudaGetErrorName(err));
+        /* What was found comes first, CUDA's own text after (flash_device_error): "no CUDA device:
+         * no NVIDIA driver was found on this machine ...; CUDA says: ...". The "no CUDA device:"
+         * prefix is what scripts and tests grep. */
+        char why[384];
+        flash_device_error(err, why, sizeof why);
+        fprintf(stderr, "no CUDA device: %s\n", why);
         return FLASH_EXIT_CUDA;
     }
     if (count == 0) {

@@ -16,18 +16,31 @@ diff:
 $(foreach s,$(STAGES),$(eval $(BUILD)/tools/kernel$(s).ptx: $(call STAGE_DIR,$(s))/kernel.cu $(COMMON_HEADERS) | have-nvcc ; \
 	@mkdir -p $(BUILD)/tools && $(NVCC) -std=c++17 -Icommon -arch=compute_$(patsubst sm_%,%,$(call STAGE_ARCH,$(s))) -ptx $$< -o $$@))
 
+# The ptxas and PTX parts need no cuobjdump, so they are printed whatever happens; the SASS part
+# does, so without it the target fails afterwards, naming it (need_program, in the Makefile).
 sass: $(if $(K_DIR),$(BUILD)/kernel$(K_NN).o $(BUILD)/tools/kernel$(K_NN).ptx)
 	@test -n '$(K_DIR)' || { echo "usage: make sass K=05 (K names a stage: $(STAGES))" >&2; exit 2; }
 	@bash tools/sass.sh one $(K_NN)
+	$(call need_program,cuobjdump)
 
 sass-table: $(STAGE_OBJ) $(foreach s,$(STAGES),$(BUILD)/tools/kernel$(s).ptx)
 	@bash tools/sass.sh table $(STAGES)
+	$(call need_program,cuobjdump)
 
-profile: $(BUILD)/allstages
+# profile and sanitize look for their program and nvidia-smi's GPU before they build anything, and
+# then ask whether the CUDA runtime can use that GPU (--gpu-slug says why not).
+profile:
 	@test -n '$(K_DIR)' || { echo "usage: make profile K=05 [PROFILE_ARGS=...] (K: one of $(STAGES))" >&2; exit 2; }
+	$(call need_program,ncu,Nsight Compute)
+	$(call need_gpu,it profiles a stage on the GPU)
+	@$(MAKE) --no-print-directory $(BUILD)/allstages
 	@bash tools/profile.sh $(K_NN) $(PROFILE_ARGS)
 
-sanitize: $(BUILD)/allstages
+sanitize:
+	$(call need_program,compute-sanitizer)
+	$(call need_gpu,it runs every stage under compute-sanitizer on the GPU)
+	@$(MAKE) --no-print-directory $(BUILD)/allstages
+	@$(BUILD)/allstages --gpu-slug >/dev/null
 	@SANITIZER_TOOLS="$${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}" bash tests/test_sanitizer.sh $(BUILD)/allstages \
 	    | tee $(BUILD)/sanitize.log
 	@echo "$$(grep -c '^PASS' $(BUILD)/sanitize.log) passed, $$(grep -c '^FAIL' $(BUILD)/sanitize.log) failed," \
@@ -45,9 +58,12 @@ grade: $(HARNESS_OBJ) $(API_OBJ) $(if $(K_PREV),$(BUILD)/kernel$(K_PREV).o)
 	 LINK_OBJS='$(HARNESS_OBJ) $(API_OBJ)' bash tools/grade.sh $(K_NN) '$(SRC)'
 
 # The pipe microbenchmark behind docs/15's reading of the exponentials and P's conversions: sm_90a.
-$(BUILD)/xu_pipe: tools/xu_pipe.cu | have-nvcc
+# It links the API objects for their device checks (what is missing, said as ./run says it).
+$(BUILD)/xu_pipe: tools/xu_pipe.cu $(API_OBJ) | have-nvcc
 	@mkdir -p $(BUILD)
-	$(NVCC) $(NVFLAGS) $(call ARCH_GENCODE,sm_90a) $< -o $@
+	$(NVCC) $(NVFLAGS) $(call ARCH_GENCODE,sm_90a) $< $(API_OBJ) -o $@ $(LDLIBS)
 
-xu-pipe: $(BUILD)/xu_pipe
+xu-pipe:
+	$(call need_gpu,it times the pipes of a Hopper GPU)
+	@$(MAKE) --no-print-directory $(BUILD)/xu_pipe
 	@$(BUILD)/xu_pipe

@@ -6,6 +6,8 @@ message that names the parameter, before any device work: e4m3 inputs on a stage
 message names the first stage that takes them, from the stage table), bad descale factors, a 16-bit
 problem given to flash_forward_fp8; and neither entry point reads a byte past the end of the
 flash_problem or flash_descale it is given (each put at the end of a page before an unreadable one).
+Without a GPU, a call the contract accepts fails at the device query saying what was found (no
+driver, no GPU) before CUDA's own text.
 
 With a GPU, through the CUDA runtime the library itself loaded:
   - rows that see no key: causal, seqlen_q - seqlen_k spanning whole query tiles of every stage,
@@ -39,7 +41,7 @@ import threading
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", "build")
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from libflash import FLASH_BF16, FLASH_E4M3, FLASH_E_INVALID, FLASH_E_UNSUPPORTED, FLASH_OK, Descale, Problem  # noqa: E402
+from libflash import FLASH_BF16, FLASH_E4M3, FLASH_E_CUDA, FLASH_E_INVALID, FLASH_E_UNSUPPORTED, FLASH_OK, Descale, Problem  # noqa: E402
 import libflash  # noqa: E402
 
 
@@ -254,19 +256,27 @@ if not THREADS:
 
 
 # -- the GPU part ---------------------------------------------------------------------------------
-def load_cudart():
-    """The CUDA runtime libflash.so is linked against (ldd names it), so that the buffers below
-    live in the same context as the library's launches; None without a usable GPU."""
+def cudart():
+    """The CUDA runtime libflash.so is linked against (ldd names it), or None if ldd cannot tell."""
     try:
         ldd = subprocess.run(["ldd", LIB_PATH], capture_output=True, text=True).stdout
     except OSError:
         return None
     match = re.search(r"libcudart\.so\S*\s+=>\s+(\S+)", ldd)
-    if not match:
-        return None
-    rt = ctypes.CDLL(match.group(1))
+    return ctypes.CDLL(match.group(1)) if match else None
+
+
+def no_device(rt):
+    """Does the runtime list no device (or fail to ask the driver)?"""
     n = ctypes.c_int(0)
-    if rt.cudaGetDeviceCount(ctypes.byref(n)) != 0 or n.value == 0:
+    return rt.cudaGetDeviceCount(ctypes.byref(n)) != 0 or n.value == 0
+
+
+def load_cudart():
+    """The CUDA runtime of cudart(), so that the buffers below live in the same context as the
+    library's launches; None without a usable GPU."""
+    rt = cudart()
+    if rt is None or no_device(rt):
         return None
     rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
     rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -648,6 +658,25 @@ def fp8_descale_check(rt):
                     rt.cudaFree(ptr)
 
 
+def no_device_check():
+    """Without a usable GPU, a call the contract accepts fails at the device query, FLASH_E_CUDA, and
+    its message says what was found before CUDA's own text: CUDA's for a machine without a driver,
+    "CUDA driver version is insufficient for CUDA runtime version", would send the reader to update
+    a driver that is not there. The problem's pointers are fake: the call is made only when the
+    runtime the library loaded lists no device, so nothing can be launched on them."""
+    name = "without a usable GPU, flash_forward fails at the device query saying what was found, CUDA's text after"
+    rt = cudart()
+    if rt is None or not no_device(rt):
+        skip(name, "ldd does not name the library's CUDA runtime" if rt is None else "a device is listed here")
+        return
+    rc = lib.flash_forward(1, ctypes.byref(fake_problem()), None)
+    msg = (lib.flash_strerror(rc) or b"").decode()
+    head = f"stage 01 ({STAGES[1][0]}): cannot query the GPU: "
+    lead = msg[len(head):].split("; CUDA says: ")[0] if msg.startswith(head) else ""
+    check(name, rc == FLASH_E_CUDA and "; CUDA says: " in msg and lead
+          and not any(word in lead for word in ("CUDA driver version", "insufficient", "cudaError")), f"rc={rc} message={msg!r}")
+
+
 rt = load_cudart()
 if THREADS:
     if rt is None:
@@ -656,6 +685,7 @@ if THREADS:
         threads_check(rt)
 elif rt is None:
     skip("rows that see no key, on the GPU", "no CUDA device here")
+    no_device_check()
 else:
     no_key_check(rt)
     streams_check(rt)

@@ -7,7 +7,8 @@
 #     inputs for a stage that does not take them (the API's refusal);
 #   - --help exits 0 and prints the usage;
 #   - a valid command either runs (GPU) or, with no usable GPU, exits 3 saying "no CUDA device",
-#     and says what it found before CUDA's own text.
+#     and says what it found before CUDA's own text; so does --gpu-slug, and so does any command
+#     with only the CUDA toolkit's stub libcuda.so to load (a machine without a driver, made here).
 #
 # One line per test: "PASS: name", "FAIL: name: why" or "SKIP: name: why" (tests/lib.sh); exit 0
 # when none failed.
@@ -294,6 +295,37 @@ driver_state() {
     fi
 }
 
+# no_gpu_message NAME DRIVER: the run just made found no usable GPU: exit 3, and the first line of
+# stderr says "no CUDA device: ", then what was found in plain words, and CUDA's own text only after
+# "; CUDA says: ". Without a driver CUDA says "CUDA driver version is insufficient for CUDA runtime
+# version", which sends the reader to update a driver that is not there: it must never lead. DRIVER
+# is driver_state's answer, or "stub": without a driver (absent, stub) the lead says so.
+no_gpu_message() {
+    local name=$1 driver=$2 msg lead
+    msg=$(head -n 1 "$TMP/err")
+    lead=${msg#no CUDA device: }
+    lead=${lead%%; CUDA says: *}
+    if [ "$rc" -eq 3 ] && [ "${msg#no CUDA device: }" != "$msg" ]; then
+        ok "$name without a usable GPU: exit 3, 'no CUDA device: ' first"
+    else
+        bad "$name without a usable GPU: exit 3, 'no CUDA device: ' first" "exit $rc: $msg"
+    fi
+    case $lead in
+        ""|*"CUDA driver version"*|*insufficient*|*cudaError*)
+            bad "$name without a usable GPU: what was found leads, CUDA's own text after" "$msg" ;;
+        *) ok "$name without a usable GPU: what was found leads, CUDA's own text after" ;;
+    esac
+    case $driver in
+        absent|stub)
+            case $lead in
+                "no NVIDIA driver was found"*) ok "$name without a driver: 'no NVIDIA driver was found' leads" ;;
+                *) bad "$name without a driver: 'no NVIDIA driver was found' leads" "$msg" ;;
+            esac ;;
+        present) skip "$name without a driver: 'no NVIDIA driver was found' leads" "libcuda.so.1 is installed here" ;;
+        *) skip "$name without a driver: 'no NVIDIA driver was found' leads" "cannot tell whether libcuda.so.1 is installed (no ldconfig)" ;;
+    esac
+}
+
 # --- help ---------------------------------------------------------------------------------------
 run --help
 if [ "$rc" -eq 0 ] && grep -q -- "--head-dim" "$TMP/out" && grep -q "default" "$TMP/out"; then
@@ -305,42 +337,34 @@ if grep -q -- "--key=value" "$TMP/out"; then ok "--help says --key=value works";
 run --no-check --help
 if [ "$rc" -eq 0 ] && grep -q -- "--head-dim" "$TMP/out"; then ok "--no-check --help: a flag after --no-check is no value"; else bad "--no-check --help" "exit $rc: $(head -c 200 "$TMP/err")"; fi
 
+# --- only the toolkit's stub libcuda.so: a driver-less machine, also where a GPU is ----------------
+# The CUDA toolkit ships a stub libcuda.so to link against; put first on the library path as
+# libcuda.so.1, it is what the runtime loads, and it answers every call with "CUDA driver is a stub
+# library": the message must still say first that no driver was found.
+stub=""
+for d in "${CUDA_HOME:-/usr/local/cuda}"/lib64/stubs "${CUDA_HOME:-/usr/local/cuda}"/targets/*/lib/stubs; do
+    [ -e "$d/libcuda.so" ] && { stub=$d/libcuda.so; break; }
+done
+if [ -z "$stub" ]; then
+    for what in "without a usable GPU: exit 3, 'no CUDA device: ' first" \
+                "without a usable GPU: what was found leads, CUDA's own text after" \
+                "without a driver: 'no NVIDIA driver was found' leads"; do
+        skip "stub libcuda.so $what" "no stub libcuda.so under ${CUDA_HOME:-/usr/local/cuda}"
+    done
+else
+    mkdir -p "$TMP/stub"
+    ln -sf "$stub" "$TMP/stub/libcuda.so.1"
+    LD_LIBRARY_PATH=$TMP/stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} run --batch 1 --seqlen 128 --heads 2 --head-dim 64
+    no_gpu_message "stub libcuda.so" stub
+fi
+
 # --- a valid command ----------------------------------------------------------------------------
 SMALL=(--batch 1 --seqlen 128 --heads 2 --head-dim 64 --warmup 1 --iters 3)
 run "${SMALL[@]}"
 if [ "$rc" -eq 3 ]; then
-    if grep -q "no CUDA device" "$TMP/err"; then
-        ok "valid command without a usable GPU: exit 3, 'no CUDA device'"
-    else
-        bad "valid command without a usable GPU" "exit 3 but stderr lacks 'no CUDA device': $(head -c 200 "$TMP/err")"
-    fi
-    # What it found comes first, in plain words; CUDA's own text after. Without a driver, CUDA
-    # says "CUDA driver version is insufficient for CUDA runtime version", which must not lead.
-    msg=$(head -n 1 "$TMP/err")
-    case $msg in
-        "no CUDA device: "*) ok "no-GPU message starts with 'no CUDA device:'" ;;
-        *) bad "no-GPU message starts with 'no CUDA device:'" "$msg" ;;
-    esac
-    case ${msg#no CUDA device: } in
-        "CUDA driver version"*)
-            bad "no-GPU message does not start by blaming the driver version" "$msg" ;;
-        *) ok "no-GPU message does not start by blaming the driver version" ;;
-    esac
-    case $(driver_state) in
-        absent)
-            case ${msg#no CUDA device: } in
-                "no NVIDIA driver was found"*) ok "no driver here: the message says so first" ;;
-                *) bad "no driver here: the message says so first" "$msg" ;;
-            esac ;;
-        present) skip "no driver here: the message says so first" "libcuda.so.1 is installed here" ;;
-        *) skip "no driver here: the message says so first" "cannot tell whether libcuda.so.1 is installed (no ldconfig)" ;;
-    esac
+    no_gpu_message "valid command" "$(driver_state)"
     run --gpu-slug
-    if [ "$rc" -eq 3 ] && grep -q "no CUDA device" "$TMP/err"; then
-        ok "--gpu-slug without a usable GPU: exit 3"
-    else
-        bad "--gpu-slug without a usable GPU" "exit $rc"
-    fi
+    no_gpu_message "--gpu-slug" "$(driver_state)"
     # Combinations every mode uses in full pass the argument checks: exit 3 at the device. The
     # CSV check creates and changes nothing.
     : >"$TMP/empty.csv"

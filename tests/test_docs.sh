@@ -2,7 +2,8 @@
 # The prose and the data agree: tools/results_md.py --check regenerates every generated block,
 # figure and kernel header from the committed CSVs and compares; tests/lint_docs.py finds figures
 # typed by hand, words from how the project is run rather than for its readers, and chapters that
-# do not link what their stage follows.
+# do not link what their stage follows; the README's count of the plot tests that skip without
+# matplotlib is right.
 # Then the generator and the lint on fixtures (tests/fixtures/*.csv, small trees under $TMP), so
 # that each rule is seen to fail where it should, whatever the committed CSVs hold today.
 set -u
@@ -18,6 +19,21 @@ else
     bad "README, docs and kernel headers match the committed CSVs" "$(head -5 "$BUILD/docs_check.log" | tr '\n' ' ')"
 fi
 "$PYTHON" tests/lint_docs.py
+
+# The README says how many plot tests make test skips without matplotlib: tests/test_plot.sh run
+# with matplotlib hidden (a package of that name on PYTHONPATH that fails to import) skips as many,
+# here and where matplotlib is installed.
+mkdir -p "$TMP/no_matplotlib/matplotlib"
+echo 'raise ImportError("hidden by tests/test_docs.sh")' >"$TMP/no_matplotlib/matplotlib/__init__.py"
+said=$(grep -o 'skips its [0-9]* plot tests' README.md | grep -o '[0-9][0-9]*')
+skipped=$(PYTHONPATH=$TMP/no_matplotlib${PYTHONPATH:+:$PYTHONPATH} bash tests/test_plot.sh 2>&1 |
+          grep -c '^SKIP: .*: matplotlib cannot be imported')
+if [ -n "$said" ] && [ "$said" = "$skipped" ]; then
+    ok "the README's count of plot tests skipped without matplotlib ($said) is tests/test_plot.sh's"
+else
+    bad "the README's count of plot tests skipped without matplotlib is tests/test_plot.sh's" \
+        "README says '${said:-no count}', tests/test_plot.sh skips $skipped"
+fi
 
 # --- tools/results_md.py on the fixture CSVs ------------------------------------------------------
 # Each case is a Python snippet on stdin, run after FIXTURE_PY: PASS if it exits 0. The benchmark

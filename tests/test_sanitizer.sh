@@ -17,6 +17,8 @@ need_make_env
 BIN=${1:-$BUILD/allstages}
 TOOLS=${SANITIZER_TOOLS:-memcheck racecheck synccheck}
 JOBS=$(sanitizer_jobs "${SANITIZER_JOBS:-}")
+# Inside make test a machine without compute-sanitizer skips these; make sanitize, asked for
+# directly, has already stopped with exit 2 naming it (need_program in the Makefile).
 if ! command -v compute-sanitizer >/dev/null 2>&1; then
     skip "compute-sanitizer" "not found on this machine"; finish; exit
 fi

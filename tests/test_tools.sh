@@ -5,9 +5,13 @@
 #   make grade refuses a stage without an assignment, and a file with the wrong entry point fails
 #   for that reason ([symbol]), never as "did not build";
 #   make sass and make diff work from the sources alone;
+#   make kernelNN_name (a stage's directory name) builds what make kernelNN builds;
 #   make ab asks for a stage and a GPU, and refuses bad variant names and missing source files;
 #   make fp8-error writes its rows where tools/results_md.py reads them;
-#   tools/ncu_metrics.sh refuses a problem it does not know.
+#   tools/ncu_metrics.sh refuses a problem it does not know;
+#   a target or tool asked for directly without the program it needs (compute-sanitizer, ncu,
+#   cuobjdump) or without a GPU exits 2 naming it, before building anything where it builds, while
+#   make test's own sanitizer suite reports SKIP (each program hidden here, also where installed).
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -172,11 +176,57 @@ else
     bad "make grade: a file with the wrong entry point fails for it" "exit $rc: $(grep -E '^(GRADE|  -|FAIL|PASS)' "$T/grade_wrong.out" | head -6 | tr '\n' ' ')"
 fi
 
+# make kernelNN_name (and kernelNN_name/, as a shell completes it) runs make kernelNN's commands, for
+# every stage directory: a dry run of each into an empty build directory, where both must compile
+# the stage's kernel.cu, link it and point ./run at it. Then the first stage for real, ./run put
+# back as it was afterwards.
+dir_target_bad=()
+dir_target_check() {  # dir_target_check NN DIR ARCH
+    local target first
+    make -n BUILD="$T/nobuild" "kernel$1" >"$T/nn_target.out" 2>&1
+    for target in "$2" "$2/"; do
+        make -n BUILD="$T/nobuild" "$target" >"$T/dir_target.out" 2>&1
+        if ! grep -qF -- "-c $2/kernel.cu -o $T/nobuild/kernel$1.o" "$T/dir_target.out" ||
+           ! grep -qF "ln -sf $T/nobuild/kernel$1 run" "$T/dir_target.out" || ! cmp -s "$T/dir_target.out" "$T/nn_target.out"; then
+            first=$(grep -v '^mkdir' "$T/dir_target.out" | head -n 1 | cut -c1-80)
+            dir_target_bad+=("make $target: ${first:-nothing to be done}")
+        fi
+    done
+}
+for_each_stage dir_target_check
+n_dirs=$(wc -w <<<"$STAGE_TABLE")
+if [ ${#dir_target_bad[@]} -eq 0 ]; then
+    ok "make kernelNN_name and kernelNN_name/ run the commands of make kernelNN, for all $n_dirs stage directories"
+else
+    bad "make kernelNN_name and kernelNN_name/ run the commands of make kernelNN" "${dir_target_bad[*]:0:3}"
+fi
+IFS=: read -r nn dir _ <<<"${STAGE_TABLE%% *}"
+run_before=$(readlink run)
+make -s "$dir" >"$T/dir_real.out" 2>&1
+rc=$?
+run_after=$(readlink run)
+if [ -n "$run_before" ]; then ln -sfn "$run_before" run; else rm -f run; fi
+if [ "$rc" -eq 0 ] && [ "$run_after" = "$BUILD/kernel$nn" ] && [ -x "$BUILD/kernel$nn" ] \
+        && grep -q "runs stage $nn ($dir)" "$T/dir_real.out"; then
+    ok "make $dir builds $BUILD/kernel$nn and points ./run at it"
+else
+    bad "make $dir builds $BUILD/kernel$nn and points ./run at it" "exit $rc, ./run -> '$run_after': $(head -c 200 "$T/dir_real.out")"
+fi
+
 make -s sass K=5 >"$T/sass.out" 2>&1
+rc=$?
 if grep -q "PTX instruction histogram" "$T/sass.out" && grep -qE "^ +mma.sync +[1-9]" "$T/sass.out"; then
     ok "make sass K=5 prints the ptxas table and the PTX histogram"
 else
     bad "make sass K=5" "$(tail -3 "$T/sass.out" | tr '\n' ' ')"
+fi
+# The SASS part needs cuobjdump (without it, exit 2: the rule for what is missing, below).
+if ! command -v cuobjdump >/dev/null 2>&1; then
+    skip "make sass K=5 prints the SASS histogram, exit 0" "cuobjdump not found here"
+elif [ "$rc" -eq 0 ] && grep -qE "^ +HMMA +[1-9]" "$T/sass.out"; then
+    ok "make sass K=5 prints the SASS histogram, exit 0"
+else
+    bad "make sass K=5 prints the SASS histogram, exit 0" "exit $rc: $(tail -3 "$T/sass.out" | tr '\n' ' ')"
 fi
 
 make -s diff A=4 B=05 >"$T/diff.out" 2>&1
@@ -186,4 +236,91 @@ else
     bad "make diff A=4 B=05" "$(head -3 "$T/diff.out" | tr '\n' ' ')"
 fi
 make -s diff A=4 B=77 >"$T/diff_bad.out" 2>&1 && bad "make diff B=77 is refused" "exit 0" || ok "make diff B=77 is refused"
+
+# -- one rule for what is missing -------------------------------------------------------------------
+# link_all_but FROM TO NAME: TO holds a link to each entry of FROM but NAME.
+link_all_but() {
+    mkdir -p "$2" && find "$1"/ -mindepth 1 -maxdepth 1 ! -name "$3" -exec ln -s -t "$2" {} +
+}
+# hide PROGRAM: HIDDEN_PATH, this PATH without PROGRAM, and HIDDEN_CUDA, the toolkit without it (the
+# Makefile puts the toolkit's bin/ first on its recipes' PATH): each directory that holds PROGRAM is
+# replaced by one of links to all its other entries. Returns 1 if PROGRAM could still be found.
+hide() {
+    local prog=$1 dir=$T/hide-$1 d n=0 dirs
+    rm -rf "$dir"
+    link_all_but "$CUDA_HOME" "$dir/cuda" bin
+    link_all_but "$CUDA_HOME/bin" "$dir/cuda/bin" "$prog"
+    HIDDEN_CUDA=$dir/cuda HIDDEN_PATH=""
+    IFS=: read -ra dirs <<<"$PATH"
+    for d in "${dirs[@]}"; do
+        if [ -e "$d/$prog" ]; then
+            n=$((n + 1)); link_all_but "$d" "$dir/path$n" "$prog"; d=$dir/path$n
+        fi
+        HIDDEN_PATH=${HIDDEN_PATH:+$HIDDEN_PATH:}$d
+    done
+    ! PATH=$HIDDEN_CUDA/bin:$HIDDEN_PATH command -v "$prog" >/dev/null 2>&1
+}
+# hidden_make ARGS...: make with the program of the last hide out of sight.
+hidden_make() { env PATH="$HIDDEN_PATH" make -s NVCC="$HIDDEN_CUDA/bin/nvcc" CUDA_HOME="$HIDDEN_CUDA" "$@"; }
+
+# expect_missing NAME TEXT COMMAND...: COMMAND exits 2 and its output holds TEXT (the tool's own
+# message naming the program, or the GPU); nothing appears under $T/nobuild (where a target that
+# stops before building is pointed).
+expect_missing() {
+    local name=$1 text=$2 rc
+    shift 2
+    rm -rf "$T/nobuild"
+    "$@" >"$T/missing.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$text" "$T/missing.out" && [ ! -e "$T/nobuild" ]; then
+        ok "$name: exit 2, '$(grep -m1 -F -- "$text" "$T/missing.out" | cut -c1-70)...'"
+    else
+        bad "$name: exit 2 naming $text" "exit $rc$([ -e "$T/nobuild" ] && echo ", built into $T/nobuild"): $(head -c 240 "$T/missing.out")"
+    fi
+}
+
+# skip_all WHY NAME...: one SKIP line per test not run.
+skip_all() { local why=$1 name; shift; for name in "$@"; do skip "$name" "$why"; done; }
+
+if ! hide compute-sanitizer; then
+    skip_all "compute-sanitizer could not be hidden here" "make sanitize without compute-sanitizer, before building" \
+        "tools/nokey_check.sh without compute-sanitizer" "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0"
+else
+    expect_missing "make sanitize without compute-sanitizer, before building" "make sanitize: compute-sanitizer not found" \
+        hidden_make sanitize BUILD="$T/nobuild"
+    expect_missing "tools/nokey_check.sh without compute-sanitizer" "nokey_check: compute-sanitizer not found" \
+        env PATH="$HIDDEN_PATH" bash tools/nokey_check.sh
+    env PATH="$HIDDEN_PATH" bash tests/test_sanitizer.sh "$BUILD/allstages" >"$T/san_suite.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q '^SKIP: compute-sanitizer: not found' "$T/san_suite.out" && ! grep -q '^FAIL' "$T/san_suite.out"; then
+        ok "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0"
+    else
+        bad "make test's sanitizer suite without compute-sanitizer: SKIP, exit 0" "exit $rc: $(head -c 200 "$T/san_suite.out")"
+    fi
+fi
+if ! hide ncu; then
+    skip_all "ncu could not be hidden here" "make profile K=5 without ncu, before building" "tools/ncu_metrics.sh without ncu"
+else
+    expect_missing "make profile K=5 without ncu, before building" "make profile: ncu (Nsight Compute) not found" hidden_make profile K=5 BUILD="$T/nobuild"
+    expect_missing "tools/ncu_metrics.sh without ncu" "ncu_metrics: ncu (Nsight Compute) not found" env PATH="$HIDDEN_PATH" bash tools/ncu_metrics.sh "$T/ncu.csv" 5
+fi
+if ! hide cuobjdump; then
+    skip_all "cuobjdump could not be hidden here" "make sass K=5 without cuobjdump" \
+        "make sass K=5 without cuobjdump still prints the ptxas table and the PTX histogram"
+else
+    expect_missing "make sass K=5 without cuobjdump" "make sass: cuobjdump not found" hidden_make sass K=5
+    if grep -q "PTX instruction histogram" "$T/missing.out" && grep -qE "^ +mma.sync +[1-9]" "$T/missing.out"; then
+        ok "make sass K=5 without cuobjdump still prints the ptxas table and the PTX histogram"
+    else
+        bad "make sass K=5 without cuobjdump still prints the ptxas table and the PTX histogram" "$(head -c 200 "$T/missing.out")"
+    fi
+fi
+if ! hide nvidia-smi; then
+    skip_all "nvidia-smi could not be hidden here" "make xu-pipe without a GPU, before building" \
+        "tools/gpu_session.sh without a GPU, before writing anything"
+else
+    expect_missing "make xu-pipe without a GPU, before building" "make xu-pipe: no NVIDIA GPU" hidden_make xu-pipe BUILD="$T/nobuild"
+    expect_missing "tools/gpu_session.sh without a GPU, before writing anything" "gpu_session: no NVIDIA GPU" \
+        env PATH="$HIDDEN_PATH" OUT="$T/nobuild" bash tools/gpu_session.sh build
+fi
 finish

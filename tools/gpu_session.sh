@@ -39,6 +39,8 @@
 # Usage: COMMIT=abc123 bash tools/gpu_session.sh build test bench ...
 set -u
 cd "$(dirname "$0")/.."
+nvidia-smi -L >/dev/null 2>&1 || { echo "gpu_session: no NVIDIA GPU answers here (nvidia-smi -L failed); it runs a" \
+    "measuring session on the GPU, so run it on a machine with one" >&2; exit 2; }
 OUT=${OUT:-build/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

@@ -8,6 +8,7 @@
 # 4th launch likewise, kernel column fa3)
 # NCU_PROBLEM=headline/causal, sweep/D/S or sweep/D/S/causal profiles that problem instead (the
 # names of tools/results_md.py; the CSV's problem column records it).
+# Exits 2 on a problem it does not know, and then without ncu or a usable GPU, naming what is missing.
 set -u
 cd "$(dirname "$0")/.."
 CSV=${1:?usage: tools/ncu_metrics.sh OUT.csv [STAGE...]}
@@ -37,7 +38,8 @@ PY
 ) || exit 2
 FA3_SHAPE=$(echo "$ARGS" | sed -n 2p)  # the problem as reference.py --profile-fa3 takes it, where it can
 ARGS=$(echo "$ARGS" | head -n 1)
-command -v ncu >/dev/null 2>&1 || { echo "ncu_metrics: ncu (Nsight Compute) not found" >&2; exit 2; }
+command -v ncu >/dev/null 2>&1 || { echo "ncu_metrics: ncu (Nsight Compute) not found on this machine (not on PATH)" >&2; exit 2; }
+"$BIN" --gpu-slug >/dev/null || exit 2  # no usable GPU: --gpu-slug says why
 # The sections the chapters read (throughput, pipes, scheduler and warp states) plus the shared-memory
 # bank conflicts, which no default section reports as one number.
 SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats --section Occupancy"

@@ -4,9 +4,13 @@
 # then compute-sanitizer racecheck on the same command for every stage and head_dim. Prints one
 # line per result; exits 1 if any run failed or any hazard was found.
 # Usage: tools/nokey_check.sh [BINARY]   (default build/allstages)
+# Without compute-sanitizer or a usable GPU it exits 2 at once, naming what is missing.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${1:-build/allstages}
+command -v compute-sanitizer >/dev/null 2>&1 || { echo "nokey_check: compute-sanitizer not found on this machine (not on PATH); it" \
+    "comes with the CUDA toolkit, in its bin/" >&2; exit 2; }
+"$BIN" --gpu-slug >/dev/null || exit 2  # no usable GPU: --gpu-slug says why
 PROBLEM="--batch 64 --seqlen-q 1000 --seqlen-k 5 --heads 16 --causal 1"
 log=$(mktemp)
 fails=0

@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "flash_internal.h"
+
 template <int kMode>
 __global__ void bench(float seed, uint32_t *out, long long *cycles, int iters) {
   float x[8], facc[8];
@@ -56,9 +59,28 @@ static void check(cudaError_t e, const char *what) {
   }
 }
 int main() {
-  // One block of 512 threads per SM: 16 warps, 4 on each of its 4 schedulers (SMSPs).
-  int device = 0, sms = 0;
+  // No driver, no GPU or not a Hopper one: said first in plain words, as ./run says it (CUDA's own
+  // text for a machine without a driver blames the driver's version), with exit 2, the tools'
+  // status for a missing GPU.
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    char why[384] = "the driver found no NVIDIA GPU";
+    if (e != cudaSuccess) flash_device_error(e, why, sizeof why);
+    fprintf(stderr, "xu_pipe: no CUDA device: %s\n", why);
+    return 2;
+  }
+  int device = 0, major = 0, minor = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+  char need[96];
+  if (!flash_arch_runs_on("sm_90a", 10 * major + minor, need, sizeof need)) {
+    fprintf(stderr, "xu_pipe: it needs %s, this one is sm_%d%d\n", need, major, minor);
+    return 2;
+  }
+  // One block of 512 threads per SM: 16 warps, 4 on each of its 4 schedulers (SMSPs).
+  int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   uint32_t *out;
   long long *cyc;
