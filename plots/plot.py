@@ -141,6 +141,7 @@ STAGE_COLORS = [
     "#8b88f8",  # 13 periwinkle
     "#dda0dd",  # 14 light plum
     "#f4a6a6",  # 15 salmon pink
+    "#005555",  # 16 dark teal
 ]
 # The smallest colour differences allowed between any two colours of the figures (stage-stage,
 # stage-reference, FA3-reference; the two red ceilings, one family on purpose, excepted): CIE76

@@ -900,14 +900,14 @@ for lab1, lab2, want in sharma:
         assert abs(got - want) < 1e-4, (a, b, got, want)
 assert plot.delta_e76((50, 2.5, 0), (58, 24, 15)) == math.sqrt(8 ** 2 + 21.5 ** 2 + 15 ** 2)
 
-assert len(plot.STAGE_COLORS) == 15 and len(set(plot.STAGE_COLORS)) == 15
+assert len(plot.STAGE_COLORS) == 16 and len(set(plot.STAGE_COLORS)) == 16
 for kernel in plot.TIMED + (plot.MMA_PEAK, plot.WGMMA_PEAK):
     assert kernel in plot.REFERENCE_STYLE, kernel
 assert plot.REFERENCE_STYLE["fa3"][0] == "FlashAttention-3"
 styles = [style for _, _, style in plot.REFERENCE_STYLE.values()]
 assert len(set(map(str, styles))) == len(styles) - 1, "only FA2 and cuDNN share a dash pattern"
 pairs = plot.palette_pairs()
-assert len(pairs) == 20 * 19 // 2 - 1, len(pairs)  # 15 stages and 5 references, less the ceilings' pair
+assert len(pairs) == 21 * 20 // 2 - 1, len(pairs)  # 16 stages and 5 references, less the ceilings' pair
 worst = plot.palette_min_delta_e()
 for metric, minimum in plot.PALETTE_MIN_DELTA_E.items():
     assert worst[metric][0] >= minimum, (metric, worst[metric], minimum)
