@@ -232,10 +232,11 @@ rounds: $(BUILD)/libflash.so $(BUILD)/allstages
 
 # The headline rounds again without each kernel's settling work before its timed calls (and three
 # warm-up calls): the timing method under which a kernel meets the clock the one before it left
-# (docs/measuring.md), beside make rounds' own file as <gpu>_<commit>_nosettle.csv.
+# (docs/measuring.md), beside make rounds' own file as <gpu>_<commit>_nosettle.csv. ROUNDS_SET=fp8
+# times the e4m3 problems alone.
 rounds-nosettle: $(BUILD)/libflash.so $(BUILD)/allstages
 	@mkdir -p plots/rounds
-	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) --set headline \
+	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) --set $(or $(ROUNDS_SET),headline) \
 	    --settle-ms 0 --warmup 3 --csv plots/rounds/$(GPU_SLUG)_$(COMMIT)_nosettle.csv
 
 # The same kernels on the shapes off the sweep (harness/contract.py's SHAPES_BASE: a tail, GQA,
