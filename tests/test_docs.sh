@@ -39,7 +39,9 @@ fi
 # Each case is a Python snippet on stdin, run after FIXTURE_PY: PASS if it exits 0. The benchmark
 # CSV is tests/fixtures/plot_sample.csv (it has stage 09 and a wgmma_peak row); the rounds are
 # tests/fixtures/plot_rounds.csv; the tune CSV is tests/fixtures/tune_sample.csv, with stage 08 and
-# 10 candidates and no stage 09 ones.
+# 10 candidates and no stage 09 ones. Two of its stage 10 candidates end in +st16, a variant (O by
+# 16-byte stores) that stage 10 no longer has: tune10_data() renames them as four-slot candidates,
+# which stage 10's block lists.
 FIXTURE_PY='
 import sys
 sys.path.insert(0, "tools")
@@ -59,6 +61,14 @@ def fixture_data(csv_path="tests/fixtures/plot_sample.csv"):
 
 def render(text, data=None):
     return results_md.render_markdown(data or fixture_data(), "fixture.md", text)
+
+def tune10_data():
+    """The fixtures with the +st16 rows of the tune CSV renamed as four-slot ring candidates
+    (128x128x2x1x3+st16 -> 128x128x2x1x4): every stage 10 candidate then reads as its shape."""
+    data = fixture_data()
+    path, rows = data.tune
+    data.tune = (path, [dict(r, name=r["name"].replace("x3+st16", "x4")) for r in rows])
+    return data
 
 def fails(text, *words, data=None):
     """The generator refuses `text`, with a message that holds every one of `words`."""
@@ -106,9 +116,6 @@ py_case() {  # py_case NAME < snippet
     fi
 }
 
-# Stage 10's block: only kernel10_ rows, its five shape fields and the O store column (+st16 is
-# "16-byte stores"), the last of a re-run row, the fastest *passing* candidate in bold (the faster
-# 128x128x2x1x2 failed its check), and only stage 10's commit and command in the note.
 # A page marked <!-- ROUNDS:COMMIT --> (and its stage's kernel header) quotes the rounds of that
 # commit, not the latest; a commit with no rounds file is refused by name.
 py_case docs_rounds_pin <<'PY'
@@ -139,25 +146,30 @@ line = [l for l in table.split("\n") if l.startswith("| kernel10_tma ")]
 assert line and line[0].rstrip().endswith("| - |"), table
 PY
 
+# Stage 10's block: only kernel10_ rows, its five shape fields, the last of a re-run row, the
+# fastest *passing* candidate in bold (the faster 128x128x2x1x2 failed its check), and only stage
+# 10's commit and command in the note. A candidate with a suffix (the fixture's +st16 rows as they
+# are) is refused by name.
 py_case docs_tune_block_stage10 <<'PY'
-out = render("<!-- TUNE:10 -->\n<!-- /TUNE -->")
+out = render("<!-- TUNE:10 -->\n<!-- /TUNE -->", data=tune10_data())
 want = """<!-- TUNE:10 -->
-| head_dim | candidate (M x N x warpgroups x blocks/SM x stages) | O store | non-causal | causal |
-|---|---|---|---:|---:|
-| 128 | **128x128x2x1x3** | **TMA store** | **500.0** | **470.0** |
-| 128 | 128x128x2x1x3 | 16-byte stores | 490.0 | 460.0 |
-| 128 | 128x128x2x1x2 | TMA store | 530.0 (check fail) | 480.0 (check fail) |
-| 64 | 128x64x2x2x3 | TMA store | 420.0 | 400.0 |
-| 64 | **128x64x2x2x3** | **16-byte stores** | **430.0** | **395.0** |
+| head_dim | candidate (M x N x warpgroups x blocks/SM x stages) | non-causal | causal |
+|---|---|---:|---:|
+| 128 | **128x128x2x1x3** | **500.0** | **470.0** |
+| 128 | 128x128x2x1x4 | 490.0 | 460.0 |
+| 128 | 128x128x2x1x2 | 530.0 (check fail) | 480.0 (check fail) |
+| 64 | 128x64x2x2x3 | 420.0 | 400.0 |
+| 64 | **128x64x2x2x4** | **430.0** | **395.0** |
 
 (`make tune K=10` on the FIXTURE GPU, commit def5678; rows in `tests/fixtures/tune_sample.csv`."""
 assert out.startswith(want), out
+fails("<!-- TUNE:10 -->\n<!-- /TUNE -->", "128x128x2x1x3+st16", "M x N x warpgroups x blocks/SM x stages")
 PY
 
 # Stage 08's block from the same file: its own rows, header and command, nothing of stage 10's;
 # two blocks on one page each get their own stage.
 py_case docs_tune_block_stage08 <<'PY'
-out = render("<!-- TUNE:08 -->\n<!-- /TUNE -->\ntext\n<!-- TUNE:10 -->\n<!-- /TUNE -->")
+out = render("<!-- TUNE:08 -->\n<!-- /TUNE -->\ntext\n<!-- TUNE:10 -->\n<!-- /TUNE -->", data=tune10_data())
 block08 = out.split("<!-- /TUNE -->")[0]
 want = """<!-- TUNE:08 -->
 | head_dim | candidate (M x N x warps x blocks/SM) | non-causal | causal |
@@ -169,14 +181,15 @@ want = """<!-- TUNE:08 -->
 (`make tune` on the FIXTURE GPU, commit abc1234;"""
 assert block08.startswith(want), block08
 assert "kernel10" not in block08 and "128x128" not in block08 and "def5678" not in block08, block08
-assert "O store" in out.split("text")[1], out
+block10 = out.split("text")[1]
+assert "M x N x warpgroups x blocks/SM x stages" in block10 and "def5678" in block10 and "abc1234" not in block10, out
 PY
 
 # Stage 13's candidates are the six numbers of its TileShape, as stages 11 and 12's, with no
-# suffix and no variant column: the stage 10 rows renamed as stage 13 candidates (+st16 ones with
-# 240 consumer registers, the others with 232) make its table, the fastest passing one in bold.
-# A suffix on a stage 13 candidate (+np, the one-block-per-tile grid it no longer has, or stage
-# 10's +st16) is an error that names the candidate and the shape's fields.
+# suffix: the stage 10 rows renamed as stage 13 candidates (+st16 ones with 240 consumer registers,
+# the others with 232) make its table, the fastest passing one in bold. A suffix on a stage 13
+# candidate (+np, the one-block-per-tile grid it no longer has, or +st16) is an error that names the
+# candidate and the shape's fields.
 py_case docs_tune_block_stage13 <<'PY'
 data = fixture_data()
 path, rows = data.tune

@@ -9,7 +9,7 @@ they did not produce:
                             the sweep, in alternating rounds: every ratio the text states)
   plots/rounds/<gpu>_<commit>_again.csv   make rounds ROUNDS_TAG=_again (the same commit measured
                             a second time in the same call: the reproducibility table)
-  plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-10)
+  plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-15)
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
   plots/repeats/*.csv       two kernels' sweeps timed alternately       (tools/gpu_session.sh repeat)
   plots/ab/<gpu>_NN_<commit>/  builds of stage NN timed alternately     (make ab, tools/ab.sh)
@@ -631,11 +631,9 @@ def peak_block(data):
 
 
 # What the numbers of a candidate mean, per stage that tools/tune.sh tunes: the template arguments
-# of the stage's TileShape, in order, as the table's column header spells them. A stage's
-# candidates may also make one more choice, named by a suffix of the candidate (TUNE_VARIANTS):
-# stage 10's how O leaves the kernel (TMA store by default, 16-byte stores with +st16); its table
-# gets a column for it. (Rows of older candidates of a stage, from before its TileShape changed,
-# stay in the tune CSV; the tune figure reads one by its full name.)
+# of the stage's TileShape, in order, as the table's column header spells them. (Rows of older
+# candidates of a stage, from before its TileShape changed or of a variant it no longer has, stay in
+# the tune CSV; the tune figure reads one by its full name.)
 CONSUMER_SHAPE = "M x N x consumer warpgroups x consumer registers x stages x blocks/SM"  # stages 11-13
 TUNE_SHAPES = {
     "08": "M x N x warps x blocks/SM",
@@ -647,10 +645,6 @@ TUNE_SHAPES = {
     "14": CONSUMER_SHAPE + " x cluster",
     "15": CONSUMER_SHAPE + " x cluster",
 }
-# stage -> (suffix, column header, {has the suffix: label})
-TUNE_VARIANTS = {
-    "10": ("+st16", "O store", {False: "TMA store", True: "16-byte stores"}),
-}
 
 
 def tune_command(nn):
@@ -659,18 +653,13 @@ def tune_command(nn):
     return "make tune" if nn == "08" else f"make tune K={nn}"
 
 
-def tune_candidate(nn, candidate):
-    """'128x128x2x1x2+st16' -> ('128x128x2x1x2', True), after checking that it has as many numbers
-    as stage NN's shape has fields and no suffix but the stage's own: a candidate the header would
-    mislabel is an error, not a row."""
+def check_tune_candidate(nn, candidate):
+    """Refuses a candidate that does not read as stage NN's shape: as many numbers as the shape has
+    fields, joined by x, and nothing else ('128x128x2x1x2' at stage 10). A candidate the header
+    would mislabel is an error, not a row."""
     fields = TUNE_SHAPES[nn]
-    suffix = TUNE_VARIANTS[nn][0] if nn in TUNE_VARIANTS else None
-    variant = suffix is not None and candidate.endswith(suffix)
-    shape = candidate[:-len(suffix)] if variant else candidate
-    if not re.fullmatch(r"\d+(x\d+)*", shape) or shape.count("x") != fields.count(" x "):
-        raise GenError(f"stage {nn}'s tune candidate '{candidate}' does not read as {fields}"
-                       + (f", optionally followed by {suffix}" if suffix else ""))
-    return shape, variant
+    if not re.fullmatch(r"\d+(x\d+)*", candidate) or candidate.count("x") != fields.count(" x "):
+        raise GenError(f"stage {nn}'s tune candidate '{candidate}' does not read as {fields}")
 
 
 def tune_block(data, nn):
@@ -684,14 +673,14 @@ def tune_block(data, nn):
     if all_rows is None:
         raise GenError(f"{path} does not exist, so it has no stage {nn} candidates: {how}")
     # The file keeps every tuning run of every stage; the name column says which stage and which
-    # candidate ("kernel10_tma 128x128x2x1x2+st16"): one row per (head_dim, causal, candidate), the
-    # last wins.
+    # candidate ("kernel10_tma 128x128x2x1x2"): one row per (head_dim, causal, candidate), the last
+    # wins.
     rows = [r for r in all_rows if r["name"].startswith(f"kernel{nn}_")]
     if not rows:
         raise GenError(f"{path} has no kernel{nn}_ rows (stage {nn}'s tile candidates): {how}")
     table, order, commits = {}, [], set()
     for r in rows:
-        # A name without a candidate stays whole, so that tune_candidate's error shows it.
+        # A name without a candidate stays whole, so that check_tune_candidate's error shows it.
         candidate = r["name"].split(" ", 1)[1] if " " in r["name"] else r["name"]
         key = (r["head_dim"], candidate)
         if key not in order:
@@ -699,10 +688,8 @@ def tune_block(data, nn):
         table[key + (r["causal"],)] = r
         commits.add(r["commit"])
     fields = TUNE_SHAPES[nn]
-    variants = TUNE_VARIANTS.get(nn)
-    variant_head, variant_rule = (f" {variants[1]} |", "---|") if variants else ("", "")
-    lines = [f"| head_dim | candidate ({fields}) |{variant_head} non-causal | causal |",
-             f"|---|---|{variant_rule}---:|---:|"]
+    lines = [f"| head_dim | candidate ({fields}) | non-causal | causal |",
+             "|---|---|---:|---:|"]
     for d in sorted({k[0] for k in order}, reverse=True):
         candidates = [k[1] for k in order if k[0] == d]
         # A candidate that computes the wrong result is no winner, however fast (tools/tune.sh
@@ -710,7 +697,7 @@ def tune_block(data, nn):
         passed = [c for c in candidates if (r := table.get((d, c, 0))) and r["check"] == "pass" and usable_tflops(r)]
         best = max(passed, key=lambda c: usable_tflops(table[(d, c, 0)])) if passed else None
         for c in candidates:
-            shape, variant = tune_candidate(nn, c)
+            check_tune_candidate(nn, c)
             cells = []
             for causal in (0, 1):
                 r = table.get((d, c, causal))
@@ -718,9 +705,8 @@ def tune_block(data, nn):
                 if r and r["check"] != "pass":
                     v += " (check " + r["check"] + ")"
                 cells.append(f"**{v}**" if c == best else v)
-            names = [shape] + ([variants[2][variant]] if variants else [])
-            names = [f"**{n}**" if c == best else n for n in names]
-            lines.append(f"| {d} | " + " | ".join(names) + f" | {cells[0]} | {cells[1]} |")
+            name = f"**{c}**" if c == best else c
+            lines.append(f"| {d} | {name} | {cells[0]} | {cells[1]} |")
     return ("\n".join(lines) + f"\n\n(`{tune_command(nn)}` on the {rows[0]['gpu']}, commit {', '.join(sorted(commits))}; "
             f"rows in `{os.path.relpath(path, ROOT)}`. Candidates that spill are not timed and not listed. The d128 rows "
             f"are the headline problem, the d64 rows the same with 32 heads of 64.)")
