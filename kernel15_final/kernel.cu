@@ -802,7 +802,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
 
-/* The tensor maps are encoded on every call, inside the call the caller times: three calls of
+/* The tensor maps are encoded on every call, inside the call the caller times: four calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go

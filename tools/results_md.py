@@ -925,9 +925,9 @@ def ncu_block(data, kernels):
 #   tune NN CANDIDATE D C            671.3           a make tune candidate's TFLOP/s (the tuning run's row)
 #   rounds                           3               how many rounds the ratios are medians of
 # PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal. DTYPE (last, default
-# bf16) is the inputs' dtype, bf16 or e4m3: "ratio kernel15 fa3 headline e4m3" is stage 15 over FA3, both
+# bf16) is the inputs' dtype, bf16 or e4m3: "ratio kernel16 fa3 headline e4m3" is stage 16 over FA3, both
 # in e4m3; for a ratio, FIRST/SECOND gives each kernel its own, at the same shape in the same rounds:
-# "ratio kernel15 kernel14 headline e4m3/bf16" is stage 15 in e4m3 over stage 14 in bf16. Every ratio
+# "ratio kernel16 kernel15 headline e4m3/bf16" is stage 16 in e4m3 over stage 15 in bf16. Every ratio
 # comes from alternating rounds (make rounds, make ab): a ratio of two kernels of one run is not a figure.
 
 # The two ceilings of ./run --peak, by figure kind ("peakpct" / "wgmmapeakpct" divide by them):
