@@ -77,10 +77,11 @@ COMMON_HEADERS := $(wildcard common/*.h common/*.cuh)
 HEADERS        := $(COMMON_HEADERS) $(wildcard harness/*.h)
 HARNESS_OBJ    := $(patsubst harness/%.c,$(BUILD)/harness/%.o,$(wildcard harness/*.c)) \
                   $(patsubst harness/%.cu,$(BUILD)/harness/%.o,$(wildcard harness/*.cu))
-API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o
+API_OBJ        := $(BUILD)/common/flash_api.o $(BUILD)/common/flash_arch.o $(BUILD)/common/flash_tma.o \
+                  $(BUILD)/common/flash_counter.o
 STAGE_OBJ       = $(foreach s,$(STAGES),$(BUILD)/kernel$(s).o)
 
-.PHONY: help all lib test bench reference rounds rounds-shapes plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
+.PHONY: help all lib test bench reference rounds rounds-nosettle rounds-shapes plot tune ab clean have-nvcc FORCE $(addprefix kernel,$(STAGES))
 # A stage's directory name is a target too (the README's table names the stages so), also with the
 # slash that a shell's file-name completion adds: phony, or make would find the directory and call
 # it up to date.
@@ -96,6 +97,7 @@ help:
 	@echo "  make bench          every stage on the headline problem and the sweep (bf16; e4m3 where taken) -> plots/<gpu>.csv"
 	@echo "  make reference      time FA2, cuDNN and FA3 through PyTorch (optional) -> plots/<gpu>.csv"
 	@echo "  make rounds         stages and references timed in alternating rounds (PyTorch) -> plots/rounds/"
+	@echo "  make rounds-nosettle  the headline rounds without the settling work -> plots/rounds/*_nosettle.csv"
 	@echo "  make rounds-shapes  the same kernels on the shapes off the sweep (GQA, tails, Sq != Sk, 32k) -> plots/shapes/"
 	@echo "  make fp8-error      the e4m3 error of the last fp8 stage and of FA3 against float64 -> plots/fp8_error/"
 	@echo "  make plot           draw plots/*.png from the CSVs under plots/"
@@ -227,6 +229,15 @@ rounds: $(BUILD)/libflash.so $(BUILD)/allstages
 	@mkdir -p plots/rounds
 	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) \
 	    --csv plots/rounds/$(GPU_SLUG)_$(COMMIT)$(ROUNDS_TAG).csv $(if $(ROUNDS_ALSO),--sweep-also $(ROUNDS_ALSO))
+
+# The headline rounds again without each kernel's settling work before its timed calls (and three
+# warm-up calls): the timing method under which a kernel meets the clock the one before it left
+# (docs/measuring.md), beside make rounds' own file as <gpu>_<commit>_nosettle.csv. ROUNDS_SET=fp8
+# times the e4m3 problems alone.
+rounds-nosettle: $(BUILD)/libflash.so $(BUILD)/allstages
+	@mkdir -p plots/rounds
+	FLASH_COMMIT=$(COMMIT) $(PYTHON) harness/rounds.py --lib $(BUILD)/libflash.so --rounds $(ROUNDS) --set $(or $(ROUNDS_SET),headline) \
+	    --settle-ms 0 --warmup 3 --csv plots/rounds/$(GPU_SLUG)_$(COMMIT)_nosettle.csv
 
 # The same kernels on the shapes off the sweep (harness/contract.py's SHAPES_BASE: a tail, GQA,
 # seqlen_q != seqlen_k, 32k), in a file of their own: the ladder and the README read plots/rounds/.

@@ -16,7 +16,7 @@
  * parameter at fault. A stage asked to run on a GPU it was not built for (stages 01-08 need sm_80
  * or newer) returns FLASH_E_UNSUPPORTED naming the architecture it needs.
  *
- * fp8 (stage 15 on): q, k and v in e4m3 (FLASH_E4M3), each with a per-tensor descale factor: an
+ * fp8 (stage 16 on): q, k and v in e4m3 (FLASH_E4M3), each with a per-tensor descale factor: an
  * element stands for its e4m3 number times its tensor's descale. O is written in bf16, the LSE as
  * for every dtype (of the descaled scores). flash_forward_fp8() takes the descales; flash_forward()
  * with FLASH_E4M3 runs with all three at 1. A stage without fp8 refuses e4m3 with

@@ -35,8 +35,8 @@ int flash_first_fp8_stage(void);
 
 /* The refusal of a dtype, without the device: 0 if stage `stage` takes inputs of `dtype` (every
  * stage takes bf16 and fp16; e4m3 the stages that take fp8), otherwise FLASH_E_UNSUPPORTED with the
- * message flash_forward gives, recorded for flash_strerror: "unsupported dtype e4m3 for stage 14
- * (kernel14_cluster): fp8 inputs need stage 15 (kernel15_fp8) or later". FLASH_E_INVALID for a
+ * message flash_forward gives, recorded for flash_strerror: "unsupported dtype e4m3 for stage 15
+ * (kernel15_final): fp8 inputs need stage 16 (kernel16_fp8) or later". FLASH_E_INVALID for a
  * stage that does not exist. ./run refuses with it before it builds a problem. */
 int flash_stage_supports_dtype(int stage, flash_dtype dtype);
 

@@ -48,7 +48,7 @@ __host__ __device__ __forceinline__ int sw128_idx(int rows, int row, int col) {
 
 /* The same layout counted in bytes, for 8-bit tiles: a [rows, cols] tile of bytes is cols / 128
  * column blocks of [rows, 128], 128-byte swizzled as above. An e4m3 head of 128 is one block; V^T
- * in stage 15 ([head_dim, keys]) has one per 128 keys. */
+ * in stage 16 ([head_dim, keys]) has one per 128 keys. */
 __host__ __device__ __forceinline__ int sw128_byte(int rows, int row, int col) {
     return (col / 128) * rows * 128 + row * 128 + (((col % 128) / 16) ^ (row % 8)) * 16 + col % 16;
 }
@@ -248,7 +248,7 @@ __device__ __forceinline__ int warp_uniform(int value) { return __shfl_sync(0xff
 /* The instruction's k and types, and its immediate operands after the scale-d predicate: scale-a
  * and scale-b (1: no negation), then for 16-bit inputs one transpose flag per shared-memory
  * operand (0: K-major; 1: MN-major, V in P V). 8-bit inputs have no transpose flags: both operands
- * must be K-major, which is why stage 15 transposes V itself. */
+ * must be K-major, which is why stage 16 transposes V itself. */
 #define FLASH_KIND_BF16_SS "k16.f32.bf16.bf16", "1, 1, 0, 0"
 #define FLASH_KIND_F16_SS "k16.f32.f16.f16", "1, 1, 0, 0"
 #define FLASH_KIND_BF16_RS "k16.f32.bf16.bf16", "1, 1, 1"
@@ -271,7 +271,7 @@ FLASH_WGMMA(FLASH_WGMMA_SS_N160, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N160, __half, FLASH_KIND_F16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __nv_bfloat16, FLASH_KIND_BF16_SS)
 FLASH_WGMMA(FLASH_WGMMA_SS_N176, __half, FLASH_KIND_F16_SS)
-/* e4m3 (stage 15): S = Q K^T with 96, 128 or 160 keys, O += P V with head_dim 64 and 128; k32 per instruction,
+/* e4m3 (stage 16): S = Q K^T with 96, 128 or 160 keys, O += P V with head_dim 64 and 128; k32 per instruction,
  * twice the elements of a k16 step in the same 32 bytes of each row. */
 FLASH_WGMMA(FLASH_WGMMA_SS_N96, __nv_fp8_e4m3, FLASH_KIND_E4M3)
 FLASH_WGMMA(FLASH_WGMMA_SS_N128, __nv_fp8_e4m3, FLASH_KIND_E4M3)
@@ -308,7 +308,7 @@ __device__ __forceinline__ void wgmma_hold(float (&d)[kTiles][4]) {
 /* ---- e4m3: P's fragments and V's transpose ---------------------------------------------------
  *
  * With 8-bit inputs wgmma reads both shared-memory operands K-major only, and P V needs V's keys
- * along the rows: V^T, [head_dim, keys], which stage 15 writes from the V tile TMA brought in
+ * along the rows: V^T, [head_dim, keys], which stage 16 writes from the V tile TMA brought in
  * ([keys, head_dim]). And P comes from registers as the A fragment of m64nNk32, which is not S's
  * accumulator layout. The A fragment of a k32 step (keys 32 kk .. 32 kk + 31), per warp as for
  * mma.sync m16n8k32 with 8-bit A, is four 32-bit registers of four e4m3 each, lowest byte first:

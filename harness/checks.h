@@ -20,7 +20,7 @@
 
 #define CHECK_ABS_SLACK 1e-4   /* the "+ 1e-4" of the rule */
 #define CHECK_LSE_TOL 1e-3     /* LSE, natural log, absolute */
-#define CHECK_FP8_QK_BITS 11   /* e4m3: the scores' error, 2^-11 of sum |q_d k_d| (check_lse_tolerance) */
+#define CHECK_FP8_QK_BITS 9    /* e4m3: the scores' error, 2^-9 of sum |q_d k_d| (check_lse_tolerance) */
 #define SPOT_TOL 1e-4          /* fp32 GPU reference vs float64 CPU reference, O and LSE */
 
 typedef struct {
@@ -51,13 +51,16 @@ double rel_l2(const err_stats *o);
 
 /* The LSE tolerance. 16-bit inputs: CHECK_LSE_TOL. e4m3 inputs: the fp8 tensor cores add the k32
  * products of Q K^T in fewer bits than f32 (about 14, as the DeepSeek-V3 report measured on the
- * H800), so every score carries an error up to about 2^-CHECK_FP8_QK_BITS of sum_d |q_d k_d| (the
- * half-ulp of 14 bits, once per k32 step, four steps at head_dim 128), and the LSE of a row, a
- * softmax-weighted mean of its scores (for a row that sees one key, that key's score), as much.
- * The reference cannot reproduce the hardware's rounding, so the rule allows it: CHECK_LSE_TOL plus
- * 2^-11 * scale * max_i |q_i| * max_j |k_j| (Euclidean norms of the dequantized rows, which bound
- * sum_d |q_d k_d| by Cauchy-Schwarz). About 5e-3 at head_dim 128 on unit-normal inputs: a wrong LSE
- * (the 2^8 of P not taken back, 5.5; a missed descale; another row's) is wrong by far more. */
+ * H800), and the products of one k32 step are aligned to the largest of them before they are added,
+ * so where one product dominates a step (an attention sink: tests/inputs' INPUTS_SINKS) the 31
+ * others each lose up to an ulp of it. A score then carries an error up to about
+ * 2^-CHECK_FP8_QK_BITS of sum_d |q_d k_d| (the matrix's sinks cases measure up to 2^-9.8 of it on
+ * the H200), and the LSE of a row, a softmax-weighted mean of its scores (for a row that sees one
+ * key, that key's score), as much. The reference cannot reproduce the hardware's rounding, so the
+ * rule allows it: CHECK_LSE_TOL plus 2^-9 * scale * max_i |q_i| * max_j |k_j| (Euclidean norms of the
+ * dequantized rows, which bound sum_d |q_d k_d| by Cauchy-Schwarz). About 2e-2 at head_dim 128 on
+ * unit-normal inputs: a wrong LSE (the 2^8 of P not taken back, 5.5; a missed descale; another
+ * row's) is wrong by far more. */
 double check_lse_tolerance(int e4m3, double scale, double max_q_norm, double max_k_norm);
 
 /* The verdict on one checked launch: o = stats of O vs O_ref, lowp = stats of O_lowp vs O_ref,

@@ -44,7 +44,7 @@ static void usage(FILE *f) {
             "  --head-dim N       64 or 128                                    (default 128)\n"
             "  --dtype T          bf16, fp16 or e4m3                           (default bf16)\n"
             "                     e4m3: q, k, v in fp8 with a scale per tensor, O in bf16; only the\n"
-            "                     stages that take fp8 inputs run it (stage 15 on), the others are refused\n"
+            "                     stages that take fp8 inputs run it (stage 16 on), the others are refused\n"
             "                     (--stage N) or skipped (--stage all; without --stage, the highest\n"
             "                     stage that takes it runs)\n"
             "  --causal [0|1]     bottom-right aligned causal mask; bare = 1   (default 0)\n"

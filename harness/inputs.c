@@ -40,12 +40,22 @@ float normal_at(uint64_t key, uint64_t i) {
     return (i & 1) ? radius * sinf(angle) : radius * cosf(angle);
 }
 
+float input_at(uint64_t key, size_t i, const input_layout *layout) {
+    const float x = normal_at(key, i);
+    if (!layout || layout->kind != INPUTS_SINKS || i % (size_t)layout->head_dim != 0) return x;
+    if (layout->tensor == 0) return 8.0f;
+    if (layout->tensor != 1) return x;
+    const size_t j = (i / ((size_t)layout->head_dim * (size_t)layout->heads)) % (size_t)layout->seqlen;
+    return j == 0 ? 32.0f : 6.0f * (float)((size_t)layout->seqlen - j) / (float)layout->seqlen;
+}
+
 /* One thread's share of a tensor, and what it hands back. */
 typedef struct {
     void *bits;         /* [n] elements of dtype_bytes(dtype) bytes */
     float *vals;        /* [n] */
     size_t begin, end;  /* this thread's element range [begin, end) */
     uint64_t key;
+    const input_layout *layout;
     flash_dtype dtype;
     float descale;      /* e4m3, second pass: the tensor's descale */
     float amax;         /* e4m3, first pass: the largest |sample| of the range */
@@ -56,7 +66,7 @@ static void *fill_range_16(void *arg) {
     const fill_job *job = (const fill_job *)arg;
     uint16_t *bits = (uint16_t *)job->bits;
     for (size_t i = job->begin; i < job->end; i++) {
-        const uint16_t h = f32_to_lowp(normal_at(job->key, i), job->dtype);
+        const uint16_t h = f32_to_lowp(input_at(job->key, i, job->layout), job->dtype);
         bits[i] = h;
         job->vals[i] = lowp_to_f32(h, job->dtype);  /* the value the device will see, exactly */
     }
@@ -68,7 +78,7 @@ static void *sample_range(void *arg) {
     fill_job *job = (fill_job *)arg;
     float amax = 0.0f;
     for (size_t i = job->begin; i < job->end; i++) {
-        const float x = normal_at(job->key, i);
+        const float x = input_at(job->key, i, job->layout);
         job->vals[i] = x;
         if (fabsf(x) > amax) amax = fabsf(x);
     }
@@ -104,7 +114,7 @@ static void run_jobs(fill_job *jobs, int threads, void *(*fn)(void *)) {
     }
 }
 
-float fill_normal(void *bits, float *vals, size_t n, uint64_t key, flash_dtype dtype, int threads) {
+float fill_normal(void *bits, float *vals, size_t n, uint64_t key, flash_dtype dtype, int threads, const input_layout *layout) {
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores > 0 ? (int)cores : 1;
@@ -116,7 +126,7 @@ float fill_normal(void *bits, float *vals, size_t n, uint64_t key, flash_dtype d
     fill_job jobs[FILL_MAX_THREADS];
     for (int t = 0; t < threads; t++) {
         jobs[t] = (fill_job){bits, vals, n * (size_t)t / (size_t)threads, n * (size_t)(t + 1) / (size_t)threads,
-                             key, dtype, 1.0f, 0.0f};
+                             key, layout, dtype, 1.0f, 0.0f};
     }
     if (dtype != FLASH_E4M3) {
         run_jobs(jobs, threads, fill_range_16);
@@ -128,8 +138,8 @@ float fill_normal(void *bits, float *vals, size_t n, uint64_t key, flash_dtype d
     float amax = 0.0f;
     for (int t = 0; t < threads; t++)
         if (jobs[t].amax > amax) amax = jobs[t].amax;
-    /* amax / 448 is a normal float for any sample normal_at can draw (|x| < 6); only a tensor of
-     * zeros has none, and any descale stores it exactly: 1 then. */
+    /* amax / 448 is a normal float for any sample normal_at can draw (|x| < 6) and for the sinks'
+     * 32; only a tensor of zeros has none, and any descale stores it exactly: 1 then. */
     const float descale = amax > 0.0f ? amax / E4M3_MAX : 1.0f;
     for (int t = 0; t < threads; t++) jobs[t].descale = descale;
     run_jobs(jobs, threads, quantize_range);

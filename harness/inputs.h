@@ -30,13 +30,30 @@ uint64_t stream_key(uint64_t seed, uint64_t tensor_id);
  * and sine halves of the same pair), in float, not yet rounded to the input dtype. */
 float normal_at(uint64_t key, uint64_t i);
 
-/* Fills one tensor of n elements from normal_at(key, 0..n-1) in `dtype` and returns its descale:
+/* What the inputs hold besides their samples. INPUTS_NORMAL: the normal(0, 1) samples alone.
+ * INPUTS_SINKS: the samples, but head-dim element 0 of every query is 8 and of every key a ramp,
+ * 6 (seqlen_k - j) / seqlen_k for key j, with key 0 of every head at 32: scores that grow toward key
+ * 0, which a kernel visits last, so that each row's running max rises from tile to tile, now by
+ * little and at the end by a lot (a key every row attends to, an attention sink, and logits tens of
+ * natural-log units above the rest). It tests the online softmax's rescaling, where FlashAttention
+ * keeps a stale max. `tensor` is 0, 1, 2 for q, k, v, and the layout [batch, seqlen, heads,
+ * head_dim] says where element i sits. */
+typedef enum { INPUTS_NORMAL = 0, INPUTS_SINKS = 1 } input_kind;
+typedef struct {
+    input_kind kind;
+    int tensor, seqlen, heads, head_dim;
+} input_layout;
+
+/* Element i of a tensor as `layout` says (NULL: normal_at(key, i)), in float. */
+float input_at(uint64_t key, size_t i, const input_layout *layout);
+
+/* Fills one tensor of n elements from input_at(key, 0..n-1, layout) in `dtype` and returns its descale:
  *   bits : n elements for the device, dtype_bytes(dtype) bytes each: uint16_t for bf16 and fp16
  *          (the samples rounded to the dtype), uint8_t for e4m3 (quantized as above)
  *   vals : [n] the numbers those elements stand for, as float, for the CPU reference: exactly the
  *          16-bit values; for e4m3 e4m3_to_f32(bits[i]) * descale, rounded once to float
  * The descale is 1 for bf16 and fp16 and amax / 448 for e4m3 (1 for a tensor of zeros).
  * Uses up to `threads` threads (0: one per online core). */
-float fill_normal(void *bits, float *vals, size_t n, uint64_t key, flash_dtype dtype, int threads);
+float fill_normal(void *bits, float *vals, size_t n, uint64_t key, flash_dtype dtype, int threads, const input_layout *layout);
 
 #endif /* HARNESS_INPUTS_H */

@@ -114,7 +114,7 @@ static void spot_row(const flash_problem *p, uint64_t seed, int r, int *b, int *
     }
 }
 
-int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, int check, int spot_rows,
+int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, input_kind inputs, int check, int spot_rows,
                   gpu_ctx *g) {
     memset(ps, 0, sizeof *ps);
     flash_problem *p = &ps->p;
@@ -165,11 +165,14 @@ int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, 
      * all three uploads. */
     const size_t max_elems = ps->q_elems > ps->kv_elems ? ps->q_elems : ps->kv_elems;
     void *h_bits = host_alloc(max_elems * in_bytes, "input staging");  /* [max(q, kv) elements] */
-    ps->descale.q = fill_normal(h_bits, ps->h_q, ps->q_elems, stream_key(seed, 0), p->dtype, 0);
+    const input_layout lq = {inputs, 0, p->seqlen_q, p->heads_q, p->head_dim};
+    const input_layout lk = {inputs, 1, p->seqlen_k, p->heads_kv, p->head_dim};
+    const input_layout lv = {inputs, 2, p->seqlen_k, p->heads_kv, p->head_dim};
+    ps->descale.q = fill_normal(h_bits, ps->h_q, ps->q_elems, stream_key(seed, 0), p->dtype, 0, &lq);
     CUDA_CHECK(cudaMemcpy(ps->d_q, h_bits, ps->q_elems * in_bytes, cudaMemcpyHostToDevice));
-    ps->descale.k = fill_normal(h_bits, ps->h_k, ps->kv_elems, stream_key(seed, 1), p->dtype, 0);
+    ps->descale.k = fill_normal(h_bits, ps->h_k, ps->kv_elems, stream_key(seed, 1), p->dtype, 0, &lk);
     CUDA_CHECK(cudaMemcpy(ps->d_k, h_bits, ps->kv_elems * in_bytes, cudaMemcpyHostToDevice));
-    ps->descale.v = fill_normal(h_bits, ps->h_v, ps->kv_elems, stream_key(seed, 2), p->dtype, 0);
+    ps->descale.v = fill_normal(h_bits, ps->h_v, ps->kv_elems, stream_key(seed, 2), p->dtype, 0, &lv);
     CUDA_CHECK(cudaMemcpy(ps->d_v, h_bits, ps->kv_elems * in_bytes, cudaMemcpyHostToDevice));
     free(h_bits);
     /* A run that only times (--no-check) needs nothing more: what follows, the reference on the GPU,

@@ -12,6 +12,7 @@
 #include "checks.h"
 #include "errstat.h"
 #include "flash.h"
+#include "inputs.h"
 
 /* The device and what every measurement needs on it. */
 typedef struct {
@@ -55,13 +56,13 @@ typedef struct {
 } problem_state;
 
 /* Allocates and fills everything for `shape` (dims, dtype, causal, scale; pointers ignored):
- * seeded inputs (e4m3 ones quantized per tensor, their descales kept; inputs.h), the output
+ * seeded inputs of kind `inputs` (e4m3 ones quantized per tensor, their descales kept; inputs.h), the output
  * buffers, and with `check` what problem_check needs: the GPU reference, its spot check on
  * `spot_rows` rows against the CPU, and the O_lowp statistics. Without `check` the problem can be
  * launched and timed, not checked. Exits 2 when the problem does not fit in memory, 3 on CUDA
  * errors. Returns 0, or 1 when the spot check found the GPU reference wrong (the caller reports
  * and exits 1). */
-int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, int check, int spot_rows,
+int problem_setup(problem_state *ps, const flash_problem *shape, uint64_t seed, input_kind inputs, int check, int spot_rows,
                   gpu_ctx *g);
 void problem_free(problem_state *ps);
 

@@ -183,9 +183,11 @@ def spin_cycles(torch, ms):
     return int(ms * rate_khz)
 
 
-def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS):
+def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS, settle_ms=WARMUP_MS):
     """Times call() (which launches one kernel's work on the current stream) as every reference and
-    harness/rounds.py time it. Returns the list of per-call milliseconds."""
+    harness/rounds.py time it. Returns the list of per-call milliseconds. settle_ms 0 leaves out the
+    settling work below (harness/rounds.py --settle-ms 0: the method that times a kernel at whatever
+    clock the one before it left)."""
     for _ in range(max(warmup, 1)):
         call()
     # One call timed alone sizes what follows: the timed calls, about budget_ms of work (at least
@@ -207,7 +209,7 @@ def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS):
     # draws more at a clock lowered for that one. Settled, every kernel is timed at its own clock.
     if hasattr(torch.cuda, "_sleep"):
         torch.cuda._sleep(spin_cycles(torch, HOST_AHEAD_MS))
-    for _ in range(int(WARMUP_MS / estimate)):
+    for _ in range(int(settle_ms / estimate)):
         call()
     for start, end in events:
         flush.zero_()  # evicts q, k, v from L2; outside the timed region

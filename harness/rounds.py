@@ -184,13 +184,16 @@ def main():
                     help="the library with the stages (default build/libflash.so: make lib)")
     ap.add_argument("--iters", type=int, default=15, help="timed calls per kernel and problem at most (default 15)")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up calls per kernel and problem (default 2)")
+    ap.add_argument("--settle-ms", type=float, default=ref.WARMUP_MS,
+                    help=f"each kernel's own untimed work right before its timed calls (default {ref.WARMUP_MS:g} ms; "
+                         "0: none, so that a kernel meets the clock the one before it left)")
     ap.add_argument("--budget-ms", type=float, default=500.0,
                     help="timed work per kernel and problem in a round, about (default 500 ms: a round "
                          "needs fewer calls than a single run, since the rounds repeat it)")
     args = ap.parse_args()
-    if args.rounds < 2 or args.rounds % 2 or args.iters < ref.MIN_ITERS or args.warmup < 0:
+    if args.rounds < 2 or args.rounds % 2 or args.iters < ref.MIN_ITERS or args.warmup < 0 or args.settle_ms < 0:
         ap.error(f"--rounds must be an even number >= 2 (pairs of a forward and a reversed round), "
-                 f"--iters >= {ref.MIN_ITERS}, --warmup >= 0")
+                 f"--iters >= {ref.MIN_ITERS}, --warmup >= 0, --settle-ms >= 0")
     torch, rc = ref.torch_on_gpu(args.lib, "the rounds time the references through it")
     if torch is None:
         return rc
@@ -250,7 +253,7 @@ def main():
                             return 1
                     checked.add((problem, kernel))
                     out = None
-                    times = ref.time_calls(torch, call, flush, args.warmup, args.iters, args.budget_ms)
+                    times = ref.time_calls(torch, call, flush, args.warmup, args.iters, args.budget_ms, args.settle_ms)
                 except RuntimeError as e:
                     why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                     print(f"note: {kernel} skipped from here on in {x.dtype} ({problem_label(problem)}): {why}")

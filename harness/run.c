@@ -89,9 +89,9 @@ static void print_table_row(int stage, const flash_problem *p, const timing_resu
 
 /* Builds the problem and, with `check`, its reference; a wrong reference ends the run (exit 1):
  * nothing it would judge could be trusted. `verbose` reports the reference, when there is one. */
-static void setup_or_exit(problem_state *ps, const flash_problem *shape, uint64_t seed, int check, int spot_rows,
-                          gpu_ctx *g, int verbose) {
-    const int broken = problem_setup(ps, shape, seed, check, spot_rows, g);
+static void setup_or_exit(problem_state *ps, const flash_problem *shape, uint64_t seed, input_kind inputs, int check,
+                          int spot_rows, gpu_ctx *g, int verbose) {
+    const int broken = problem_setup(ps, shape, seed, inputs, check, spot_rows, g);
     if ((verbose && check) || broken) {
         char label[96];
         problem_label(shape, label, sizeof label);
@@ -111,7 +111,7 @@ static void setup_or_exit(problem_state *ps, const flash_problem *shape, uint64_
 static int run_problem(const run_options *o, gpu_ctx *g, const flash_problem *shape, const int *stages,
                        int nstages) {
     problem_state ps;
-    setup_or_exit(&ps, shape, o->seed, o->check, SPOT_ROWS, g, 1);
+    setup_or_exit(&ps, shape, o->seed, INPUTS_NORMAL, o->check, SPOT_ROWS, g, 1);
     static int header_printed = 0;  /* one table header per run, under the first reference line if any */
     if (!header_printed) print_table_header();
     header_printed = 1;
@@ -222,9 +222,9 @@ typedef struct {
 } matrix_state;
 
 /* One problem of the matrix, checked `runs` times in a row on every stage that takes its dtype. */
-static void matrix_problem(matrix_state *m, const flash_problem *p, const char *what, int runs) {
+static void matrix_problem(matrix_state *m, const flash_problem *p, input_kind inputs, const char *what, int runs) {
     problem_state ps;
-    setup_or_exit(&ps, p, m->o->seed + 1000003ull * (uint64_t)m->cases, 1, MATRIX_SPOT_ROWS, m->g, 0);
+    setup_or_exit(&ps, p, m->o->seed + 1000003ull * (uint64_t)m->cases, inputs, 1, MATRIX_SPOT_ROWS, m->g, 0);
     for (int run = 0; run < runs; run++, m->cases++)
         matrix_case(&ps, what, m->g, m->stages, m->nstages, m->passed, m->ran);
     problem_free(&ps);
@@ -234,7 +234,7 @@ static void matrix_problem(matrix_state *m, const flash_problem *p, const char *
  * sequence lengths (odd sizes such as 17, 113, 203, 217, 1023 hit tile tails; Sq != Sk with causal
  * hits the bottom-right alignment, Sq > Sk the rows that see no key: with (300, 17) and causal,
  * rows 0..282 see none, so whole query tiles do, up to 256 rows, more than any stage's kBlockM;
- * (1500, 2100) is past the 1024 up to which stages 13-15 pick shapes of their own for short
+ * (1500, 2100) is past the 1024 up to which stages 15 and 16 pick shapes of their own for short
  * sequences, with tails in every tile size, and (2100, 1500) the same with rows 0..599 seeing no
  * key under the mask: whole query tiles with nothing to compute in the long shapes; (1500, 2016)
  * has odd counts of key tiles, 21 whole ones of 96 keys and 13 of 160 with a tail, where the two
@@ -265,7 +265,7 @@ static void matrix_grid(matrix_state *m, flash_dtype dtype) {
                         p.heads_q = heads[hi][0];
                         p.heads_kv = heads[hi][1];
                         p.batch = batches[bi];
-                        matrix_problem(m, &p, "", 1);
+                        matrix_problem(m, &p, INPUTS_NORMAL, "", 1);
                     }
 }
 
@@ -285,7 +285,7 @@ static void matrix_nokey(matrix_state *m, flash_dtype dtype) {
         p.heads_q = p.heads_kv = 16;
         p.seqlen_q = 1000;
         p.seqlen_k = 5;
-        matrix_problem(m, &p, "no-key stress ", NOKEY_RUNS);
+        matrix_problem(m, &p, INPUTS_NORMAL, "no-key stress ", NOKEY_RUNS);
     }
 }
 
@@ -306,7 +306,31 @@ static void matrix_wide(matrix_state *m, flash_dtype dtype) {
     p.heads_q = p.heads_kv = 1;
     p.seqlen_q = 16;
     p.seqlen_k = 272;
-    matrix_problem(m, &p, "64-bit offsets ", 1);
+    matrix_problem(m, &p, INPUTS_NORMAL, "64-bit offsets ", 1);
+}
+
+/* Rising row maxima, large logits and an attention sink (inputs.h, INPUTS_SINKS), in one dtype:
+ * every row's max grows from key tile to key tile, a little at a time and then, at key 0, by tens
+ * of log2 units, which is where a kernel that keeps a stale max (or rescales O only now and then)
+ * must still get O and the LSE right. Sequences long enough for many tiles of every stage's
+ * shapes, a tail, seqlen_q != seqlen_k, causal and not, GQA: 16 cases. */
+static void matrix_sinks(matrix_state *m, flash_dtype dtype) {
+    static const int seqs[][2] = {{1000, 1000}, {300, 1300}, {1500, 2016}, {2100, 1500}};
+    for (int d = 64; d <= 128; d += 64)
+        for (int causal = 0; causal <= 1; causal++)
+            for (size_t si = 0; si < sizeof seqs / sizeof seqs[0]; si++) {
+                flash_problem p;
+                memset(&p, 0, sizeof p);
+                p.dtype = dtype;
+                p.head_dim = d;
+                p.causal = causal;
+                p.batch = 2;
+                p.heads_q = 4;
+                p.heads_kv = 2;
+                p.seqlen_q = seqs[si][0];
+                p.seqlen_k = seqs[si][1];
+                matrix_problem(m, &p, INPUTS_SINKS, "sinks ", 1);
+            }
 }
 
 /* The correctness matrix: every corner of the contract at sizes small enough to run hundreds of
@@ -318,11 +342,14 @@ static int run_matrix(const run_options *o, gpu_ctx *g, const int *stages, int n
     matrix_grid(&m, FLASH_BF16);
     matrix_grid(&m, FLASH_FP16);
     matrix_nokey(&m, FLASH_BF16);
+    matrix_sinks(&m, FLASH_BF16);
+    matrix_sinks(&m, FLASH_FP16);
 
     int fp8[FLASH_MAX_STAGES];
     if (stages_for_dtype(FLASH_E4M3, stages, nstages, fp8, "e4m3 matrix cases") > 0) {
         matrix_grid(&m, FLASH_E4M3);
         matrix_nokey(&m, FLASH_E4M3);
+        matrix_sinks(&m, FLASH_E4M3);
         matrix_wide(&m, FLASH_E4M3);
     }
 

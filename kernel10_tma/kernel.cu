@@ -17,8 +17,8 @@
  *              against the tensor, per batch), so no predicates; GQA: the K/V head is a
  *              coordinate of the box;
  *            - O leaves by TMA store too: each warpgroup stages its rows as before and one thread
- *              sends them, clipped at seqlen_q by the engine (make tune K=10 timed it against
- *              stage 09's 16-byte stores: docs/10_tma.md).
+ *              sends them, clipped at seqlen_q by the engine, so no other thread computes an
+ *              address or tests a row.
  * Changed:   load_tile issues TMA boxes instead of the CopyPlan's cp.async; the kernel takes the
  *            tensor maps as __grid_constant__ parameters and keeps its mbarriers in shared memory;
  *            cp_async_wait + fence + the K/V part of __syncthreads become mbarrier waits; K/V
@@ -65,13 +65,6 @@ struct TileShape {
 template <int kHeadDim> struct Tile;
 template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
 template <> struct Tile<128> : TileShape<FLASH_TILE_D128> {};
-
-/* O leaves by TMA store (1) or, as in stage 09, by 16-byte stores from the staged tile (0):
- * `make tune K=10` times both (its "+st16" candidates), and docs/10_tma.md says why the default is
- * the TMA store. */
-#ifndef FLASH_O_TMA_STORE
-#define FLASH_O_TMA_STORE 1
-#endif
 
 /* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
  * that wgmma reads (common/hopper.cuh), kHeadDim / 64 column blocks of [kRows, 64]. */
@@ -241,9 +234,9 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
     /* Q_i, then a ring of kStages K/V slots: the i-th K/V tile the block visits (K_{n-1-i}) lives in
-     * slot i % kStages. Every tile starts on a 1024-byte
-     * boundary (tile sizes are multiples of 8 rows x 128 bytes), because the swizzle wgmma applies
-     * is a function of the address bits; the base is rounded up to one (the launch adds 1 KiB). */
+     * slot i % kStages. Every tile starts on a 1024-byte boundary (tile sizes are multiples of 8
+     * rows x 128 bytes), because the swizzle wgmma applies is a function of the address bits; the
+     * base is rounded up to one (the launch adds 1 KiB). */
     extern __shared__ unsigned char smem_raw[];
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
     unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
@@ -294,10 +287,10 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const uint32_t q_tile = sQ_u32 + warpgroup * 64 * 128;
 
     /* Software pipeline, as in stage 09: V trails K by one tile. Iteration j reads K_j and
-     * V_{j+1}; thread 0 issues every copy, kStages - 1 K tiles and kStages - 2 V tiles ahead: Q_i and
-     * the first of them here, the rest in the loop. The
-     * barriers are initialised by that thread and published to the copy engine (the async proxy)
-     * before the first copy, and to the other threads by the __syncthreads. */
+     * V_{j+1}; thread 0 issues every copy, kStages - 1 K tiles and kStages - 2 V tiles ahead: Q_i
+     * and the first of them here, the rest in the loop. The barriers are initialised by that thread
+     * and published to the copy engine (the async proxy) before the first copy, and to the other
+     * threads by the __syncthreads. */
     const uint32_t bar_q_u32 = smem_u32(&bar_q), bar_k_u32 = smem_u32(&bar_k[0]), bar_v_u32 = smem_u32(&bar_v[0]);
     if (threadIdx.x == 0) {
         tma_prefetch_map(&map_q);
@@ -398,8 +391,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
     }
     /* Stage this warp's rows of O in sQ: the warp's wgmma only ever read its warpgroup's rows of
-     * Q_i, the last of them (the last Q K^T) has completed, and the warp writes and reads back only
-     * its own 16 rows. */
+     * Q_i, the last of them (the last Q K^T) has completed, the warp writes only its own 16 rows,
+     * and the TMA store below reads only its warpgroup's 64. */
     T *sO = sQ;
 #pragma unroll
     for (int nt = 0; nt < kNTilesO; ++nt)
@@ -407,7 +400,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         for (int h = 0; h < 2; ++h)
             *reinterpret_cast<uint32_t *>(&sO[smem_idx<kBlockM>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
                 pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
-#if FLASH_O_TMA_STORE
     /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread once
      * all four warps have written their rows: the stores above are generic-proxy writes that the
      * copy engine reads, hence the proxy fence in every writing thread before the barrier. Rows
@@ -422,22 +414,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         tma_store_commit();
         tma_store_wait_read();
     }
-#else
-    /* Row i of O for this (batch, head) is at o + i * q_row_stride. */
-    const int64_t q_row_stride = (int64_t)p.heads_q * kHeadDim;
-    T *o = (T *)p.o + ((int64_t)batch * p.seqlen_q * p.heads_q + head) * kHeadDim;
-    /* The copy-out below reads rows other lanes of this warp wrote. */
-    __syncwarp();
-    constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
-#pragma unroll
-    for (int i = 0; i < 16 * kChunksPerRow / 32; ++i) {
-        const int c = lane + i * 32;
-        const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-        if (row0 + warp_row0 + r < p.seqlen_q)
-            *reinterpret_cast<uint4 *>(&o[(row0 + warp_row0 + r) * q_row_stride + col]) =
-                *reinterpret_cast<const uint4 *>(&sO[smem_idx<kBlockM>(warp_row0 + r, col)]);
-    }
-#endif
     if (p.lse && t == 0) {
         float *lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
 #pragma unroll
@@ -460,7 +436,7 @@ constexpr int smem_bytes() {
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
 
-/* The tensor maps are encoded on every call, inside the call the caller times: three calls of
+/* The tensor maps are encoded on every call, inside the call the caller times: four calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go

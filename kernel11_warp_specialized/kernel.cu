@@ -417,8 +417,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
     }
     /* Stage this warp's rows of O in sQ: the warp's wgmma only ever read its warpgroup's rows of
-     * Q_i, the last of them (the last Q K^T) has completed, and the warp writes and reads back only
-     * its own 16 rows. */
+     * Q_i, the last of them (the last Q K^T) has completed, the warp writes only its own 16 rows,
+     * and the TMA store below reads only its warpgroup's 64. */
     T *sO = sQ;
 #pragma unroll
     for (int nt = 0; nt < kNTilesO; ++nt)
@@ -462,7 +462,7 @@ constexpr int smem_bytes() {
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
 
-/* The tensor maps are encoded on every call, inside the call the caller times: three calls of
+/* The tensor maps are encoded on every call, inside the call the caller times: four calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go

@@ -17,8 +17,8 @@
  * Bottleneck: the ends of each query tile, which no turn covers: a block's first S has no P V
  *            under it, its last P V and its store of O no softmax over them, and the next block
  *            starts cold, which weighs most where a tile visits few keys; and the fixed-latency
- *            waits, among them a warpgroup's wait for its S behind the other's P V, became the
- *            largest stall (docs/12_pingpong.md). Stage 13 runs one tile's end under the next's.
+ *            waits, the largest stall, among them a warpgroup's wait for its S behind the other's
+ *            P V (docs/12_pingpong.md). Stage 13 runs one tile's end under the next's.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
  *            commit a13f0f6): 573.7 TFLOP/s, 0.89x FA3, 1.07x stage 11; causal 523.0 TFLOP/s, 0.89x
  *            FA3, 1.04x stage 11.
@@ -457,8 +457,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
     }
     /* Stage this warp's rows of O in sQ: the warp's wgmma only ever read its warpgroup's rows of
-     * Q_i, the last of them (the last Q K^T) has completed, and the warp writes and reads back only
-     * its own 16 rows. */
+     * Q_i, the last of them (the last Q K^T) has completed, the warp writes only its own 16 rows,
+     * and the TMA store below reads only its warpgroup's 64. */
     T *sO = sQ;
 #pragma unroll
     for (int nt = 0; nt < kNTilesO; ++nt)
@@ -502,7 +502,7 @@ constexpr int smem_bytes() {
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
 
-/* The tensor maps are encoded on every call, inside the call the caller times: three calls of
+/* The tensor maps are encoded on every call, inside the call the caller times: four calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go

@@ -1,29 +1,24 @@
 /*
  * Stage 13 - overlap: one query tile's end under the next one's start.
  *
- * Technique: overlap across query tiles (docs/13_overlap.md), on top of stage 12's turns:
- *            - a persistent grid: one block per SM works through query tiles, and its producer
- *              loads the next tile's Q_i and K/V while the consumers finish the last one;
- *            - the joint turn: each warpgroup issues a query tile's last P V with the next tile's
- *              first S in one turn, and writes O to memory under that S;
- *            - causal order: causal tiles are unequal, so they come from a counter, longest
- *              first across groups of heads, each tile ending at the end of the sequence (the
- *              first, the shortest, overlaps the second);
- *            - at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a
- *              ring (FA3's shape there), but two for short causal sequences (kShort).
- * Changed:   the kernel loops over the block's query tiles (tile_work), the producer passing
- *            their numbers to the consumers through a two-message ring; two Q_i buffers with
- *            full/empty pairs, and a staging tile of O's own; the turns run on from one query
- *            tile into the next, whose first S joins the last P V; causal and kShort are template
- *            parameters with tiles of their own; the mask is one comparison an element.
- * Bottleneck: the fixed latencies of each warpgroup's chain from S through the softmax to P: at
- *            the headline problem they are the largest stall, and the tensor pipe still idles for
- *            part of the active cycles; at head_dim 64 and 1k keys or fewer no pipe is full, the
- *            kernel is latency-bound (too few warps per scheduler, too few key tiles per query
- *            tile, and without a mask the spare rows of 192-row tiles): docs/13_overlap.md.
+ * Technique: a persistent grid, and the overlap across query tiles it allows (docs/13_overlap.md).
+ *            One block per SM works through query tiles b, b + gridDim.x, ... In stage 12 every
+ *            block ends cold: its last P V and its store of O run with no softmax beside them, and
+ *            the next block starts with an S that has no P V under it. Here the producer loads the
+ *            next tile's Q_i and K/V while the consumers finish the last one, and each consumer
+ *            warpgroup issues a query tile's last P V together with the next tile's first S in one
+ *            turn (the joint turn), then writes O to memory while that S runs.
+ * Changed:   the kernel loops over the block's query tiles (tile_work); two Q_i buffers with
+ *            full/empty barriers, and a staging tile of O's own; the turns run on from one query
+ *            tile into the next; a tile's epilogue (finish_prev) runs inside the joint turn; the
+ *            producer keeps 40 registers.
+ * Bottleneck: the fixed latencies of each warpgroup's chain from S through the softmax to P; and,
+ *            with a mask, the grid's fixed stride: causal tiles are unequal, and where the blocks
+ *            outnumber a head's tiles by a multiple of them, a block meets the same lengths again
+ *            and again (docs/13_overlap.md). Stage 15 fits the scheduling to the card.
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit a13f0f6): 582.4 TFLOP/s, 0.91x FA3, 1.02x stage 12; causal 521.8 TFLOP/s, 0.89x
- *            FA3, 0.99x stage 12.
+ *            commit 264183d): 571.7 TFLOP/s, 0.91x FA3, 1.01x stage 12; causal 429.8 TFLOP/s, 0.74x
+ *            FA3, 0.83x stage 12.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma and setmaxnreg exist nowhere else.
  * Run:       make kernel13 && ./run
  * Read:      docs/13_overlap.md; the FlashAttention-3 paper on its persistent kernels; the PTX
@@ -39,7 +34,6 @@
 #include <stdint.h>
 
 #include <atomic>
-#include <mutex>
 
 /* ---------------------------------------------------------------------------------------------
  * Tile configuration
@@ -54,50 +48,18 @@ struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B;
 };
 #ifndef FLASH_TILE_D64
-#define FLASH_TILE_D64 192, 128, 3, 160, 2, 1
+#define FLASH_TILE_D64 128, 128, 2, 232, 2, 1
 #endif
 #ifndef FLASH_TILE_D128
 #define FLASH_TILE_D128 128, 128, 2, 232, 2, 1
 #endif
-/* The causal kernels are instantiations of their own (the mask and the tile order are compile-time
- * there), so they can take tiles of their own. */
-#ifndef FLASH_TILE_D64_CAUSAL
-#define FLASH_TILE_D64_CAUSAL FLASH_TILE_D64
-#endif
-#ifndef FLASH_TILE_D128_CAUSAL
-#define FLASH_TILE_D128_CAUSAL FLASH_TILE_D128
-#endif
-/* Short causal sequences at head_dim 64 (seqlen_q up to FLASH_SHORT_CAUSAL) take 128 query rows
- * and two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3
- * tiles of 192) are paid for in the grid's shortest tile (tile_work), but at 512 and 1k three
- * consumers still measured slower than two: the spare rows are a larger share of fewer, shorter
- * tiles. From 2k on a third consumer is faster (docs/13). */
-#ifndef FLASH_TILE_D64_CAUSAL_SHORT
-#define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1
-#endif
-#ifndef FLASH_SHORT_CAUSAL
-#define FLASH_SHORT_CAUSAL 1024
-#endif
-template <int kHeadDim, bool kCausal, bool kShort> struct Tile;
-template <> struct Tile<64, false, false> : TileShape<FLASH_TILE_D64> {};
-template <> struct Tile<128, false, false> : TileShape<FLASH_TILE_D128> {};
-template <> struct Tile<64, true, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
-template <> struct Tile<128, true, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
-template <> struct Tile<64, true, true> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
+template <int kHeadDim> struct Tile;
+template <> struct Tile<64> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128> : TileShape<FLASH_TILE_D128> {};
 
 /* Two Q_i buffers, so that the next query tile's Q_i lands while the consumers still issue their
  * S with this one, and the joint turn never waits for it. */
 constexpr int kQBuffers = 2;
-/* Shared memory of one block: the Q_i buffers, O's staging tile and kStages K/V slots, plus 1 KiB
- * to align the tiles. */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__host__ __device__ constexpr int smem_bytes() {
-    using Shape = Tile<kHeadDim, kCausal, kShort>;
-    return ((kQBuffers + 1) * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
-}
-/* A block may have 227 KiB of shared memory on sm_90; the kernel's own __shared__ barriers and
- * messages take well under the 1 KiB kept back for them here. */
-constexpr int kSmemLimit = 227 * 1024, kStaticSmemBound = 1024;
 
 /* Element offset of (row, col) in a [kRows, kHeadDim] shared-memory tile: the 128-byte swizzle
  * that wgmma reads (common/hopper.cuh), kHeadDim / 64 column blocks of [kRows, 64]. */
@@ -140,22 +102,17 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint32_t
 }
 
 /* Masks the keys of a tile starting at key col0 that lie past the end of the sequence or (causal)
- * past the diagonal of the thread's rows row_g and row_g + 8. Only boundary tiles come here. A key
- * is masked when it lies past the last key its row sees; counted from the thread's first column,
- * col0 + 2t, that bound is one number per row, so that each element is one comparison of it with a
- * constant (8 nt + (e & 1)) and one select: two instructions an element, where comparing each
- * column with both bounds took three, on the diagonal tile every causal query tile starts with. */
-template <bool kCausal, int kNTilesS>
+ * past the diagonal of the thread's rows row_g and row_g + 8. Only boundary tiles come here. */
+template <int kNTilesS>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p, int diag) {
     const int t = threadIdx.x % 4;
-    int last[2];  // the last key rows row_g and row_g + 8 see, counted from col0 + 2t
-#pragma unroll
-    for (int h = 0; h < 2; ++h) last[h] = (kCausal ? min(p.seqlen_k - 1, row_g + 8 * h + diag) : p.seqlen_k - 1) - col0 - 2 * t;
 #pragma unroll
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-            if (nt * 8 + (e & 1) > last[e >> 1]) acc_s[nt][e] = -INFINITY;
+        for (int e = 0; e < 4; ++e) {
+            const int col = col0 + nt * 8 + 2 * t + (e & 1);
+            if (col >= p.seqlen_k || (p.causal && col > row_g + 8 * (e >> 1) + diag)) acc_s[nt][e] = -INFINITY;
+        }
 }
 
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
@@ -245,7 +202,6 @@ __device__ __forceinline__ void gemm_fence(float (&acc_s)[kNTilesS][4], float (&
     wgmma_hold(acc_o);
     wgmma_fence();
 }
-
 /* A query tile whose rows all see no key (causal, seqlen_q - seqlen_k >= kBlockM) has nothing to
  * compute: FlashAttention-2 writes its O rows as zeros and its LSE as +inf, and loads nothing. The
  * consumers write them straight to global memory (thread `thread` of `nthreads`), without the
@@ -266,72 +222,44 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     }
 }
 
-/* Causal tiles are numbered longest first within a group of FLASH_CAUSAL_HEAD_GROUP (head, batch)
- * pairs: with groups of one, each head's longest tile comes right after the previous head's
- * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
- * beside them. Larger groups put the longest tiles of several heads first and keep the grid's
- * K/V working set at a group's heads, for the L2. Groups of four measured faster than one on the
- * causal sweep (most at short sequences) and level with or faster than eight (docs/13). */
-#ifndef FLASH_CAUSAL_HEAD_GROUP
-#define FLASH_CAUSAL_HEAD_GROUP 4
-#endif
-constexpr int kCausalHeadGroup = FLASH_CAUSAL_HEAD_GROUP;
-static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pairs per group, at least one");
-
 /* One query tile of the work: tile w of num_m * heads_q * batch, query blocks fastest (consecutive
- * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first
- * (within a group of heads, above), so that the last tiles of the grid are short ones. n_blocks
- * K/V tiles to visit (0: no key at all); from n_masked on they need the mask. */
+ * tiles share K and V, which the L2 then serves), causal tiles further down the sequence first, as
+ * in stage 12: they have more keys to visit. n_blocks K/V tiles to visit (0: no key at all); from
+ * n_masked on they need the mask. The producer and the consumers each compute it from w. */
 struct TileWork {
-    int m_block, head, batch, row0, n_blocks, n_masked;
+    int head, batch, row0, n_blocks, n_masked;
 };
-template <int kBlockM, int kBlockN, bool kCausal>
+template <int kBlockM, int kBlockN>
 __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int num_m) {
     TileWork tw;
-    int m_rank = w % num_m, hb = w / num_m;
-    if (kCausal) {
-        const long long per_group = (long long)num_m * kCausalHeadGroup;  // tiles of a whole group
-        const int group = (int)(w / per_group), first_hb = group * kCausalHeadGroup;
-        const int r = (int)(w - group * per_group);
-        const int group_size = min(kCausalHeadGroup, p.heads_q * p.batch - first_hb);  // the last may be short
-        m_rank = r / group_size;
-        hb = first_hb + r % group_size;
-    }
-    tw.m_block = kCausal ? num_m - 1 - m_rank : m_rank;
+    const int m_rank = w % num_m, hb = w / num_m;
+    const int m_block = p.causal ? num_m - 1 - m_rank : m_rank;
     tw.head = hb % p.heads_q;
     tw.batch = hb / p.heads_q;
-    /* Causal tiles end at the end of the sequence. Where the rows do not divide it, the first tile
-     * is the one out of step: it starts at row 0 and overlaps the second, and the rows they share
-     * are computed twice, to the same result (the keys the second tile visits beyond the first's
-     * are all masked for them), and written twice. A causal grid's first tile visits the fewest
-     * keys and its last the most, so a tiling whose rows do not divide the sequence (192-row tiles
-     * at 2k keys: 10.7 tiles) pays for its spare rows in the shortest tile instead of past the end
-     * of the longest. (A first tile starting before row 0, with rows the copy engine would fill
-     * with zeros, stopped the kernel with an illegal instruction on the H200.) */
-    tw.row0 = kCausal ? max(0, p.seqlen_q - (num_m - tw.m_block) * kBlockM) : tw.m_block * kBlockM;
+    tw.row0 = m_block * kBlockM;  // first query row of Q_i
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
      * wholly masked and never loaded. */
     const int diag = p.seqlen_k - p.seqlen_q;
     int n_end = p.seqlen_k;
-    if (kCausal) n_end = min(n_end, max(0, tw.row0 + kBlockM + diag));
+    if (p.causal) n_end = min(n_end, max(0, tw.row0 + kBlockM + diag));
     tw.n_blocks = (n_end + kBlockN - 1) / kBlockN;
     /* Tiles from n_masked on hold a key past the end of the sequence, or (causal) a key past the
      * diagonal of this tile's first row; the tiles below it need no mask at all. */
     tw.n_masked = p.seqlen_k / kBlockN;
-    if (kCausal) tw.n_masked = min(tw.n_masked, max(0, (tw.row0 + diag + 1) / kBlockN));
+    if (p.causal) tw.n_masked = min(tw.n_masked, max(0, (tw.row0 + diag + 1) / kBlockN));
     return tw;
 }
 
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__global__ void __launch_bounds__((Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal, kShort>::kMinBlocks)
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__((Tile<kHeadDim>::kNConsumers + 1) * 128, Tile<kHeadDim>::kMinBlocks)
 flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o, int *tile_counter) {
-    constexpr int kBlockM = Tile<kHeadDim, kCausal, kShort>::kBlockM;  // query rows per block (Q_i)
-    constexpr int kBlockN = Tile<kHeadDim, kCausal, kShort>::kBlockN;  // keys per tile (K_j, V_j)
-    constexpr int kNConsumers = Tile<kHeadDim, kCausal, kShort>::kNConsumers;  // consumer warpgroups
+                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o) {
+    constexpr int kBlockM = Tile<kHeadDim>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNConsumers = Tile<kHeadDim>::kNConsumers;  // consumer warpgroups
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
-    constexpr int kStages = Tile<kHeadDim, kCausal, kShort>::kStages;  // K/V slots in the ring
+    constexpr int kStages = Tile<kHeadDim>::kStages;  // K/V slots in the ring
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
     static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "a wgmma N of the tile's keys (a TMA box of at most 256 rows), whole k16 steps of P V");
@@ -341,15 +269,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * kLaunchRegs per thread (what __launch_bounds__ lets ptxas give each of kMinBlocks blocks of
      * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
      * block's pool, and the increase waits until that pool holds what it asks for. Asking for
-     * more than the block owns waits forever. The producer keeps 40 (24 in stages 11 and 12): it
-     * also hands out the query tiles now, and at 24 ptxas spills its causal loop. With three
-     * consumers it keeps 32, which leaves them 160 each of the block's 512 x 128. */
-    constexpr int kProducerRegs = kNConsumers == 2 ? 40 : 32, kConsumerRegs = Tile<kHeadDim, kCausal, kShort>::kConsumerRegs;
-    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal, kShort>::kMinBlocks * kNThreads)) / 8 * 8;
+     * more than the block owns waits forever. The producer keeps 40 (24 in stage 12): it walks
+     * the block's query tiles now, and at 24 ptxas spills that loop. */
+    constexpr int kProducerRegs = 40, kConsumerRegs = Tile<kHeadDim>::kConsumerRegs;
+    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim>::kMinBlocks * kNThreads)) / 8 * 8;
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
                   "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
-    static_assert(kNConsumers == 2 || kNConsumers == 3, "the turns go round two or three consumer warpgroups");
+    static_assert(kNConsumers == 2, "ping-pong takes turns between two consumer warpgroups");
     /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
      * turn of consumer c on the tensor cores. */
     constexpr int kTurnBarrier = 1 + kNConsumers;
@@ -363,8 +290,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * sizes are multiples of 8 rows x 128 bytes), because the swizzle wgmma applies is a function of
      * the address bits; the base is rounded up to one (the launch adds 1 KiB). O has a tile of its
      * own so that the next Q_i can land while O leaves. */
-    static_assert(smem_bytes<T, kHeadDim, kCausal, kShort>() + kStaticSmemBound <= kSmemLimit,
-                  "two Q_i buffers, O and the K/V ring fit a block's 227 KiB of shared memory");
     extern __shared__ unsigned char smem_raw[];
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
     unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
@@ -381,20 +306,12 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
      * Each Q_i buffer has such a pair too: the q-th query tile of the block completes phase
      * q / kQBuffers of its buffer's pair. */
     __shared__ __align__(8) uint64_t bar_q[kQBuffers], empty_q[kQBuffers], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
-    /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
-     * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
-     * next tile comes from a global counter. "empty" counts every consumer thread, since each
-     * reads the message. */
-    __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
-    __shared__ int msg_tile[2];
 
-    /* The block's query tiles. The first is blockIdx.x; the persistent grid gives each block
-     * several in turn, and its producer loads the next tile's Q and K/V while the consumers finish
-     * the last. The next tile is gridDim.x further, or, with a tile_counter (causal problems,
-     * whose tiles are not equal), the next one nobody has taken. A grid of one block per tile
-     * (the launch's fallback) stops after the first. */
+    /* The block's query tiles: blockIdx.x, then gridDim.x further each time. The producer and the
+     * consumers walk the same list, each computing a tile's work from its number (tile_work). A
+     * grid of one block per tile (the launch's fallback) stops after the first. */
     const int num_m = (p.seqlen_q + kBlockM - 1) / kBlockM;
-    const int diag = p.seqlen_k - p.seqlen_q;
+    const int num_tiles = num_m * p.heads_q * p.batch;
     const int kv_group = p.heads_q / p.heads_kv;  // GQA: kv_group query heads share one K/V head
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int warpgroup = warp / 4;  // 0: the producer; 1 .. kNConsumers: the consumers
@@ -405,15 +322,10 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     const uint32_t bar_q_u32 = smem_u32(&bar_q[0]), empty_q_u32 = smem_u32(&empty_q[0]);
     const uint32_t full_k_u32 = smem_u32(&full_k[0]), full_v_u32 = smem_u32(&full_v[0]);
     const uint32_t empty_k_u32 = smem_u32(&empty_k[0]), empty_v_u32 = smem_u32(&empty_v[0]);
-    const uint32_t msg_full_u32 = smem_u32(&msg_full[0]), msg_empty_u32 = smem_u32(&msg_empty[0]);
     if (threadIdx.x == 0) {
         for (int b = 0; b < kQBuffers; ++b) {
             mbarrier_init(bar_q_u32 + 8 * b, 1);
             mbarrier_init(empty_q_u32 + 8 * b, kNConsumers);
-        }
-        for (int s = 0; s < 2; ++s) {
-            mbarrier_init(msg_full_u32 + 8 * s, 1);
-            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128);
         }
         for (int s = 0; s < kStages; ++s) {
             mbarrier_init(full_k_u32 + 8 * s, 1);
@@ -441,21 +353,13 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
              * last S of the query tile it held before. Within a query tile the copies go in the
              * order the consumers need them, K_0, K_1, V_0, K_2, V_1, ...: V trails K by a tile, so
              * a wait for a V slot never holds back the K tile needed first. */
-            const int num_tiles = num_m * p.heads_q * p.batch;
             int kv = 0, q_use = 0;
             /* The query tile whose last V tile (its key tile 0, the last visited, the block's
-             * (kv - 1)-th) is still to be loaded when the next tile is announced; -1: none. A tile's
-             * work is computed where each copy needs it, not held across the copies: with three
-             * consumers the producer has 32 registers, and holding it made ptxas spill. */
+             * (kv - 1)-th) is still to be loaded when the next tile starts; -1: none. */
             int w_last = -1;
-            for (int w = blockIdx.x, msg = 0;; ++msg) {
-                /* The msg-th message (slot msg & 1, its (msg / 2)-th use) names tile w, or -1 past
-                 * the last. */
-                mbarrier_wait(msg_empty_u32 + 8 * (msg & 1), ((msg >> 1) & 1) ^ 1);
-                msg_tile[msg & 1] = w < num_tiles ? w : -1;
-                mbarrier_arrive(msg_full_u32 + 8 * (msg & 1));
+            for (int w = blockIdx.x;; w += gridDim.x) {
                 if (w < num_tiles) {
-                    const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+                    const TileWork tw = tile_work<kBlockM, kBlockN>(p, w, num_m);
                     if (tw.n_blocks > 0) {
                         const int b = q_use % kQBuffers;
                         mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
@@ -468,14 +372,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                  * from memory no block has read yet, is needed as early as that V, and the wait for
                  * its slot (the P V three tiles back) would hold Q_i up by a turn. */
                 if (w_last >= 0) {
-                    const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
+                    const TileWork tw_last = tile_work<kBlockM, kBlockN>(p, w_last, num_m);
                     const int u = kv - 1, s = u % kStages;
                     mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
                     load_tile<kHeadDim, kBlockN>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s, tw_last.head / kv_group, 0,
                                                  tw_last.batch);
                 }
                 if (w >= num_tiles) break;
-                const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m);
+                const TileWork tw = tile_work<kBlockM, kBlockN>(p, w, num_m);
                 const int head_kv = tw.head / kv_group;
                 /* Not unrolled: two copies of the loop body cost registers the producer lacks. */
 #pragma unroll 1
@@ -493,9 +397,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
                 }
                 w_last = tw.n_blocks > 0 ? w : -1;
                 kv += tw.n_blocks;
-                /* The next tile is taken once this one's K copies are all issued: late enough that
-                 * the counter hands tiles to the blocks about to need one. */
-                w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
             }
         }
         return;
@@ -513,21 +414,17 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     /* One thread per warpgroup releases a slot: the wgmma that read it belong to the whole
      * warpgroup, and its wait has seen them complete. */
     const bool releases = threadIdx.x % 128 == 0;
+    const int diag = p.seqlen_k - p.seqlen_q;
     /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
 
-    /* Ping-pong: the consumer warpgroups take turns issuing their GEMMs, in a ring (with three, as
-     * FA3 does at head_dim 64: 0, 1, 2, 0, ...). Warpgroup c waits at named barrier
-     * kTurnBarrier + c until the one before it has issued its GEMMs and arrived there; then it
-     * issues its own and arrives at the next one's. So the tensor cores run one warpgroup's GEMMs
-     * while the others compute their softmax. Each barrier counts 256 threads: the 128 that wait
-     * and the 128 that arrive. The turns run on from one query tile into the next: the last
-     * consumer opens the very first turn for consumer 0, its last turn of a query tile opens
-     * consumer 0's first of the next (which may start while the others still write O), and after
-     * the block's last turn consumer 0 takes that last arrival with a wait of its own, so that
-     * every arrival meets a wait. */
-    const int next_turn = kTurnBarrier + (consumer + 1) % kNConsumers;
-    if (consumer == kNConsumers - 1) named_barrier_arrive(kTurnBarrier + 0, 256);
+    /* Ping-pong, as in stage 12, but the turns run on from one query tile into the next: consumer 1
+     * opens the very first turn for consumer 0, its last turn of a query tile opens consumer 0's
+     * first of the next (which may start while consumer 1 still writes O), and after the block's
+     * last turn consumer 0 takes that last arrival with a wait of its own, so that every arrival
+     * meets a wait. */
+    const int next_turn = kTurnBarrier + 1 - consumer;
+    if (consumer == 1) named_barrier_arrive(kTurnBarrier + 0, 256);
 
     /* What one query tile leaves to the next: its last P V. The joint turn (below) issues it
      * together with the next tile's first S, and the epilogue of the tile runs under that S; so
@@ -549,9 +446,6 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     for (int kk = 0; kk < kKStepsPV; ++kk)
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
-    /* Its work is recomputed from the tile's number where the epilogue needs it, not held across the
-     * loop: a consumer of three has 160 registers, and the three numbers it would hold made ptxas
-     * spill e4m3's loop with the mask at head_dim 128 (stage 15). */
     int prev_w = 0;
     bool has_prev = false;
     uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile
@@ -565,7 +459,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
              * like the others, for the copies of the tiles after it. */
             if (releases) mbarrier_arrive(empty_v_u32 + 8 * prev_v_stage);
-            const TileWork prev = tile_work<kBlockM, kBlockN, kCausal>(p, prev_w, num_m);
+            const TileWork prev = tile_work<kBlockM, kBlockN>(p, prev_w, num_m);
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
             float inv_l[2];
 #pragma unroll
@@ -617,21 +511,14 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
     };
 
     int kv = 0, q_use = 0;  // as the producer counts them: K/V tiles and query tiles so far
-    for (int msg = 0;; ++msg) {
-        mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
-        const int w = msg_tile[msg & 1];
-        mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
+    for (int w = blockIdx.x;; w += gridDim.x) {
         /* last: no tile after prev, whose last P V still takes a turn of its own. */
-        const bool last = w < 0;
+        const bool last = w >= num_tiles;
         if (last && !has_prev) break;
-        const TileWork tw = tile_work<kBlockM, kBlockN, kCausal>(p, last ? prev_w : w, num_m);
-        if (!last) {
-            /* Only a causal tile can see no key (seqlen_k >= 1): without a mask the test, and the
-             * store it guards, are compiled out of the consumers' code. */
-            if (kCausal && tw.n_blocks == 0) {
-                store_empty_tile<T, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
-                continue;
-            }
+        const TileWork tw = tile_work<kBlockM, kBlockN>(p, last ? prev_w : w, num_m);
+        if (!last && tw.n_blocks == 0) {
+            store_empty_tile<T, kHeadDim, kBlockM>(p, tw.batch, tw.head, tw.row0, threadIdx.x - 128, kNConsumers * 128);
+            continue;
         }
         const int n_blocks = tw.n_blocks, n_masked = tw.n_masked;
         const int row_g = tw.row0 + warp_row0 + g;  // rows row_g + 8 h
@@ -641,8 +528,8 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
         /* The joint turn's operands. Its S is this tile's first, S_0 = Q_i K_{n-1}^T; P V is prev's
          * last, or P = 0 times K_{n-1} again before the block's first tile. After the block's last
          * tile (last) it issues prev's P V with an S nobody reads, from prev's Q_i and last V tile
-         * (both [rows, kHeadDim], landed, and with no copy left to come into them: the producer has
-         * said it has no more tiles), for the same reason as the P = 0. */
+         * (both [rows, kHeadDim], landed, and with no copy left to come into them: the walk of
+         * tiles has ended), for the same reason as the P = 0. */
         const int s0 = kv % kStages;
         const uint32_t k_first = last ? prev_v_tile : sK_u32 + s0 * kSlotBytes;
         const uint32_t v_prev = has_prev ? prev_v_tile : k_first;
@@ -673,12 +560,12 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_hold(acc_s);
             if (last) break;
             if (releases) mbarrier_arrive(empty_k_u32 + 8 * s0);
-            if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
+            if (n_blocks - 1 >= n_masked) mask_tile(acc_s, row_g, (n_blocks - 1) * kBlockN, p, diag);
             softmax_tile(acc_s, m, l, alpha, scale_log2);
             pack_p<T>(acc_s, p_frag);
         }
         /* Stage 12's turns: S_t and the P V of tile t - 1, then the softmax of tile t while the
-         * tensor cores finish this warpgroup's P V and run the other warpgroups' GEMMs. */
+         * tensor cores finish this warpgroup's P V and run the other warpgroup's GEMMs. */
         for (int tile = 1; tile < n_blocks; ++tile) {
             const int n_block = n_blocks - 1 - tile;
             const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
@@ -694,7 +581,7 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
             wgmma_wait<1>();
             wgmma_hold(acc_s);
             if (releases) mbarrier_arrive(empty_k_u32 + 8 * stage);
-            if (n_block >= n_masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p, diag);
+            if (n_block >= n_masked) mask_tile(acc_s, row_g, n_block * kBlockN, p, diag);
             softmax_tile(acc_s, m, l, alpha, scale_log2);
             wgmma_wait<0>();
             wgmma_hold(acc_o);
@@ -723,80 +610,38 @@ flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_
  * Launch
  * ------------------------------------------------------------------------------------------- */
 
-/* The grid: as many blocks as the GPU holds at once, each working through query tiles. Without a
- * mask they are all equal, and block b takes tiles b, b + gridDim.x, ...; causal tiles are not:
- * with that fixed stride, 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only
- * ever get tiles of rank b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work
- * than the mean. So a causal grid takes its tiles from a counter in global memory, zeroed on the
- * stream before each call, in the order the tiles are numbered (longest first). */
+/* Shared memory of one block: the Q_i buffers, O's staging tile and kStages K/V slots, plus 1 KiB
+ * to align the tiles. A block may have 227 KiB on sm_90; the kernel's own __shared__ barriers take
+ * well under the 1 KiB kept back for them. */
+template <typename T, int kHeadDim>
+constexpr int smem_bytes() {
+    return ((kQBuffers + 1) * Tile<kHeadDim>::kBlockM + 2 * Tile<kHeadDim>::kStages * Tile<kHeadDim>::kBlockN) * kHeadDim * (int)sizeof(T) +
+           1024;
+}
+constexpr int kSmemLimit = 227 * 1024, kStaticSmemBound = 1024;
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
 
-/* The tile counters. A counter belongs to one call at a time: two calls running at once on two
- * streams would share out each other's tiles. Allocating one per call in stream order
- * (cudaMallocAsync, cudaFreeAsync) guarantees that and was the first version; it measured slower
- * at every causal point of the sweep (docs/13: the allocation and the free sit between the
- * kernels of consecutive calls). So each device keeps up to kCounterSlots counters, each with the
- * stream of its last call (by cudaStreamGetId, which never names two streams of a process alike)
- * and an event recorded after that call. A call takes the counter its stream used last (stream
- * order puts its zeroing after that call's kernel), or one whose last call has completed, or a new
- * one; under a lock, held until its own event is recorded, so that no other host thread takes the
- * same counter in between. A stream being captured into a graph, or a call that finds every
- * counter busy on other streams, allocates its own in stream order as before. */
-constexpr int kCounterSlots = 8;
-struct TileCounter {
-    int *counter;                   // nullptr: not allocated yet
-    cudaEvent_t done;               // recorded after the last call that used it
-    unsigned long long stream_id;   // that call's stream
-};
-static std::mutex counters_mutex;
-static TileCounter counters[kMaxDevices][kCounterSlots];
-
-/* A counter of `device` free for a call on stream `stream_id`, or nullptr (all busy elsewhere, or
- * no memory for another). The caller holds counters_mutex. */
-static TileCounter *counter_for(int device, unsigned long long stream_id) {
-    TileCounter *slots = counters[device];
-    for (int i = 0; i < kCounterSlots; ++i)
-        if (slots[i].counter && slots[i].stream_id == stream_id) return &slots[i];
-    /* cudaErrorNotReady, the answer for a call still running, is not recorded as an error. */
-    for (int i = 0; i < kCounterSlots; ++i)
-        if (slots[i].counter && cudaEventQuery(slots[i].done) == cudaSuccess) return &slots[i];
-    for (int i = 0; i < kCounterSlots; ++i) {
-        if (slots[i].counter) continue;
-        if (cudaMalloc(&slots[i].counter, sizeof(int)) != cudaSuccess) {
-            slots[i].counter = nullptr;
-            cudaGetLastError();  // the fallback allocates in stream order, and reports a failure there
-            return nullptr;
-        }
-        if (cudaEventCreateWithFlags(&slots[i].done, cudaEventDisableTiming) != cudaSuccess) {
-            cudaFree(slots[i].counter);
-            slots[i].counter = nullptr;
-            cudaGetLastError();
-            return nullptr;
-        }
-        return &slots[i];
-    }
-    return nullptr;
-}
-
-/* The tensor maps are encoded on every call, inside the call the caller times: three calls of
+/* The tensor maps are encoded on every call, inside the call the caller times: four calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go
- * stale. The maps travel as kernel parameters (__grid_constant__), so each launch owns its copy. */
-template <typename T, int kHeadDim, bool kCausal, bool kShort>
+ * stale. The maps travel as kernel parameters (__grid_constant__), so each launch owns its copy.
+ * The grid: as many blocks as the GPU holds at once, each working through query tiles. */
+template <typename T, int kHeadDim>
 static int launch(const flash_problem *p, cudaStream_t stream) {
-    constexpr int kBlockM = Tile<kHeadDim, kCausal, kShort>::kBlockM, kBlockN = Tile<kHeadDim, kCausal, kShort>::kBlockN;
-    constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCausal, kShort>();
+    constexpr int kBlockM = Tile<kHeadDim>::kBlockM, kBlockN = Tile<kHeadDim>::kBlockN;
+    constexpr int kSmemBytes = smem_bytes<T, kHeadDim>();
+    static_assert(kSmemBytes + kStaticSmemBound <= kSmemLimit, "two Q_i buffers, O and the K/V ring fit a block's 227 KiB of shared memory");
     static std::atomic<bool> opted_in[kMaxDevices];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: no current device: %s", cudaGetErrorString(err));
     const bool cached = device < kMaxDevices;
     if (!(cached && opted_in[device].load(std::memory_order_acquire))) {
-        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
             return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
@@ -814,78 +659,21 @@ static int launch(const flash_problem *p, cudaStream_t stream) {
         return flash_set_error(FLASH_E_UNSUPPORTED,
                                "kernel13_overlap: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
                                "more than 2^30 - 1", num_tiles, kBlockM);
-    int *tile_counter = nullptr;
-    int sms = 0, pools = 0;
+    int sms = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
     if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: device attributes: %s", cudaGetErrorString(err));
-    /* One block per query tile instead (one trip through the kernel's loops each) where the
-     * persistent grid would be wrong, not slow: a block counts the K/V tiles of all its query
-     * tiles in an int (slots and phases follow the count), and with the counter one block may in
-     * principle take every tile, so a problem whose K/V tiles of all query tiles could overflow
-     * that int runs this way; so does a causal call on a device without stream-ordered
-     * allocation, which the counter may need (below). */
+    /* A block counts the K/V tiles of all its query tiles in an int (slots and phases follow the
+     * count): where that could overflow, one block per query tile instead (one trip through the
+     * kernel's loops each), which is slower, not wrong. */
     const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
-    const bool persistent = !(num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools));
-    int grid = (int)num_tiles;
-    TileCounter *slot = nullptr;
-    unsigned long long stream_id = 0;
-    std::unique_lock<std::mutex> lock(counters_mutex, std::defer_lock);
-    if (persistent) {
-        grid = (int)min(num_tiles, (long long)sms * Tile<kHeadDim, kCausal, kShort>::kMinBlocks);
-        if (kCausal) {
-            cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-            err = cudaStreamIsCapturing(stream, &capture);
-            if (err == cudaSuccess) err = cudaStreamGetId(stream, &stream_id);
-            if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the stream: %s", cudaGetErrorString(err));
-            if (capture == cudaStreamCaptureStatusNone && cached) {
-                lock.lock();
-                slot = counter_for(device, stream_id);
-            }
-            if (slot) {
-                tile_counter = slot->counter;
-            } else {
-                /* Stream-ordered: this call's own counter, freed after its kernel. */
-                err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
-                if (err != cudaSuccess) {
-                    cudaGetLastError();  // the failure is reported here, not again by the next launch's check
-                    return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: the tile counter: %s", cudaGetErrorString(err));
-                }
-            }
-            err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
-            if (err != cudaSuccess) {
-                if (!slot) cudaFreeAsync(tile_counter, stream);
-                cudaGetLastError();
-                return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: zeroing the tile counter: %s", cudaGetErrorString(err));
-            }
-        }
-    }
-    flash_fwd_kernel<T, kHeadDim, kCausal, kShort>
-        <<<grid, (Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o, tile_counter);
-    const int status = flash_launch_status("kernel13_overlap");
-    if (slot) {
-        /* The counter is this stream's until the call completes. */
-        slot->stream_id = stream_id;
-        err = cudaEventRecord(slot->done, stream);
-        if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: recording the tile counter's event: %s", cudaGetErrorString(err));
-    } else if (tile_counter) {
-        err = cudaFreeAsync(tile_counter, stream);
-        if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel13_overlap: freeing the tile counter: %s", cudaGetErrorString(err));
-    }
-    return status;
-}
-
-template <typename T>
-static int launch_dtype(const flash_problem *p, cudaStream_t stream) {
-    if (p->head_dim == 64) {
-        if (!p->causal) return launch<T, 64, false, false>(p, stream);
-        return p->seqlen_q <= FLASH_SHORT_CAUSAL ? launch<T, 64, true, true>(p, stream) : launch<T, 64, true, false>(p, stream);
-    }
-    return p->causal ? launch<T, 128, true, false>(p, stream) : launch<T, 128, false, false>(p, stream);
+    const long long resident = (long long)sms * Tile<kHeadDim>::kMinBlocks;
+    const int grid = (int)(num_tiles * key_tiles > INT_MAX / 2 ? num_tiles : min(num_tiles, resident));
+    flash_fwd_kernel<T, kHeadDim><<<grid, (Tile<kHeadDim>::kNConsumers + 1) * 128, kSmemBytes, stream>>>(*p, map_q, map_k, map_v, map_o);
+    return flash_launch_status("kernel13_overlap");
 }
 
 extern "C" int flash_forward_kernel13(const flash_problem *p, cudaStream_t stream) {
-    return p->dtype == FLASH_BF16 ? launch_dtype<__nv_bfloat16>(p, stream) : launch_dtype<__half>(p, stream);
+    if (p->dtype == FLASH_BF16)
+        return p->head_dim == 64 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
+    return p->head_dim == 64 ? launch<__half, 64>(p, stream) : launch<__half, 128>(p, stream);
 }

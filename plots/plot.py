@@ -8,7 +8,10 @@ For every CSV `<dir>/<stem>.csv` it writes, into --out-dir (default: the CSV's d
                       non-causal): one bar per stage, labelled with TFLOP/s, % of FA2 and, where
                       there are FA3 rows, the ratio to FA3; horizontal lines for FA2, cuDNN, FA3
                       and the two ceilings (mma.sync, the limit of stages 01-08; wgmma, Hopper's),
-                      and the Hopper stages after a divider;
+                      and the Hopper stages after a divider. A stage that takes e4m3 inputs gets a
+                      second bar right after its bf16 one, a lighter shade of its colour dotted in
+                      the full one: the same shape with q, k and v in e4m3, labelled with its ratio
+                      to FA3 in e4m3, whose line is drawn beside FA3's bf16 one;
   <stem>_sweep.png    TFLOP/s against seqlen over the sweep (batch*seqlen = 65536,
                       heads*head_dim = 2048), one panel per (head_dim, causal);
   <stem>_fp8.png      the same sweep in e4m3: the stages that take fp8 inputs and FlashAttention-3,
@@ -22,9 +25,12 @@ is not used). Its bars are then each stage's median TFLOP/s over the rounds and 
 medians of the per-round ratios; the ceilings still come from the benchmark CSV. Without rounds the
 ladder, like the sweep always, is the benchmark CSV's one run; each title says which it shows.
 
-The ladder and the sweep draw bf16 rows only; the e4m3 rows (dtype e4m3: the stages that take fp8
-inputs, and FlashAttention-3's fp8 forward) have a figure of their own, from the rounds where they
-hold e4m3 rows (make rounds times both dtypes), else from the benchmark CSV's one run.
+The sweep draws bf16 rows only, and so does the ladder but for the e4m3 bars of the stages that take
+fp8 inputs and FlashAttention-3's e4m3 line beside them (both at the headline shape, from the same
+source as the bf16 bars, and only where that source holds a stage's e4m3 row). The e4m3 rows over
+the sweep (dtype e4m3: the stages that take fp8 inputs, and FlashAttention-3's fp8 forward) have a
+figure of their own, from the rounds where they hold e4m3 rows (make rounds times both dtypes),
+else from the benchmark CSV's one run.
 
 The CSV may hold re-runs of the same (kernel, problem): the last row wins. Which stages are on the
 Hopper track is read from the "Needs:" line of each stage's kernel.cu header (sm_90a), and which take
@@ -71,6 +77,22 @@ REFERENCE_STYLE = {
     MMA_PEAK: ("mma.sync ceiling", "#d62728", (0, (1, 1.5))),
     WGMMA_PEAK: ("Hopper ceiling (wgmma)", "#8b0000", (0, (4, 1.5, 1, 1.5))),
 }
+# FlashAttention-3 in e4m3, the reference of the ladder's e4m3 bars, keyed by a (kernel, dtype) pair
+# among the ladder's references (which are otherwise keyed by kernel): FA3's colour, as the same
+# kernel, with two dots after each dash where its bf16 line has one, and a little wider. Not in
+# REFERENCE_STYLE: it adds no colour to the palette, and the sweep does not draw it (the fp8 figure
+# draws FA3 in e4m3 in FA3's own style).
+FA3_FP8 = ("fa3", FP8_DTYPE)
+FP8_REFERENCE_STYLE = {
+    FA3_FP8: ("FlashAttention-3, e4m3", REFERENCE_STYLE["fa3"][1], (0, (3.5, 1.2, 1, 1.2, 1, 1.2))),
+}
+FP8_REFERENCE_LINEWIDTH = 1.8  # the bf16 references' 1.4, a little wider
+# The same headline shape with q, k and v in e4m3: the problem of the ladder's e4m3 bars.
+FP8_HEADLINE = (FP8_DTYPE,) + HEADLINE[1:]
+# An e4m3 bar: its stage's colour mixed this far towards white, hatched with dots in the full
+# colour, so that it reads as the same stage in another dtype (a failed check's hatch is /// in red).
+FP8_BAR_LIGHTEN = 0.55
+FP8_BAR_HATCH = "..."
 # The timed references, in the order the figures draw them and the legends list them.
 TIMED = TIMED_REFERENCES
 # The mma.sync ceiling bounds the stages built on mma.sync, not the Hopper ones, nor cuDNN, which
@@ -119,6 +141,7 @@ STAGE_COLORS = [
     "#8b88f8",  # 13 periwinkle
     "#dda0dd",  # 14 light plum
     "#f4a6a6",  # 15 salmon pink
+    "#005555",  # 16 dark teal
 ]
 # The smallest colour differences allowed between any two colours of the figures (stage-stage,
 # stage-reference, FA3-reference; the two red ceilings, one family on purpose, excepted): CIE76
@@ -320,7 +343,8 @@ def last_bf16_stage(archs, fp8):
 class Results:
     """The last row of each (kernel, problem), the display name of each kernel, and the stages in
     drawing order: the mma.sync stages, then the Hopper track (the stages that `stage_root`'s
-    headers build for sm_90a), each in stage order."""
+    headers build for sm_90a), each in stage order. `root` is the stage tree the headers were read
+    from (tools/results_md.py reads the stages' directory names and techniques there too)."""
 
     def __init__(self, rows, stage_root=ROOT):
         self.latest = {}
@@ -331,6 +355,7 @@ class Results:
             self.names[row["kernel"]] = row["name"] or row["kernel"]
             if row["gpu"] not in self.gpus:
                 self.gpus.append(row["gpu"])
+        self.root = stage_root
         self.archs = stage_archs(stage_root)
         self.fp8 = stage_fp8(stage_root)
         self.last_bf16 = last_bf16_stage(self.archs, self.fp8)
@@ -451,14 +476,14 @@ def find_rounds(csv_path):
     """The rounds file of the benchmark CSV <dir>/<stem>.csv: the newest <dir>/rounds/<stem>_*.csv
     (tools/results_md.py takes the same file for the README's ratios), newest by the latest date
     inside, which a checkout does not change, then by modification time. Names ending in
-    _again.csv are the second measurement of a commit (the reproducibility check): never the
-    ladder's. Returns (path, Rounds) or None; raises CsvError for a malformed candidate."""
+    _again.csv are the second measurement of a commit (the reproducibility check), names ending in
+    _nosettle.csv its rounds without the settling work (make rounds-nosettle): never the ladder's. Returns (path, Rounds) or None; raises CsvError for a malformed candidate."""
     directory, name = os.path.split(csv_path)
     stem = os.path.splitext(name)[0]
     pattern = os.path.join(directory or ".", "rounds", glob.escape(stem) + "_*.csv")
     candidates = []
     for path in glob.glob(pattern):
-        if path.endswith("_again.csv"):
+        if path.endswith(("_again.csv", "_nosettle.csv")):
             continue
         rounds = Rounds.from_csv(path)
         if rounds.rows:
@@ -498,10 +523,16 @@ def stage_styles(stages):
     return styles
 
 
+def reference_style(kernel):
+    """(legend label, colour, dash pattern) of a reference line: a kernel of REFERENCE_STYLE, or
+    FA3_FP8 (FlashAttention-3 in e4m3, FP8_REFERENCE_STYLE)."""
+    return FP8_REFERENCE_STYLE.get(kernel) or REFERENCE_STYLE[kernel]
+
+
 def reference_label(kernel, value, decimals, mma_stages):
     """The legend text of a reference line with its value. The mma.sync ceiling names the stages
     it bounds, `mma_stages` (those not on the Hopper track), where they have numbers."""
-    name = REFERENCE_STYLE[kernel][0]
+    name = reference_style(kernel)[0]
     numbers = sorted((n for n in map(stage_number, mma_stages) if n is not None), key=int)
     if kernel == MMA_PEAK and numbers:
         span = (f"stage {numbers[0]}" if len(numbers) == 1
@@ -510,11 +541,22 @@ def reference_label(kernel, value, decimals, mma_stages):
     return f"{name}: {value:.{decimals}f} TFLOP/s"
 
 
+def lighter(color, amount=FP8_BAR_LIGHTEN):
+    """'#rrggbb' mixed `amount` of the way towards white, as '#rrggbb' (an e4m3 bar's fill)."""
+    value = color.lstrip("#")
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}"
+                         for c in (int(value[i:i + 2], 16) for i in (0, 2, 4)))
+
+
 def ladder_data(results, rounds=None):
     """What the ladder shows at the headline problem: (bars, references, source, from_rounds).
-      bars        [(kernel, name, TFLOP/s, stage/FA2, stage/FA3, check)], in drawing order (a
-                  ratio None where that reference has no row);
-      references  [(kernel, TFLOP/s)] of the timed references and the ceilings that have rows;
+      bars        [(kernel, name, TFLOP/s, stage/FA2, stage/FA3, check, dtype)], in drawing order (a
+                  ratio None where that reference has no row). dtype is bf16, but for the bar right
+                  after each stage that takes e4m3 inputs (Results.fp8) where the source holds its
+                  row at the same shape in e4m3 (FP8_HEADLINE): that bar's dtype is e4m3, its ratio
+                  to FA2 None (FA2 takes no e4m3) and its ratio to FA3 the one to FA3 in e4m3;
+      references  [(kernel, TFLOP/s)] of the timed references, then FA3 in e4m3 (FA3_FP8, only
+                  beside an e4m3 bar), then the ceilings: those that have rows;
       source      the title's line that says where the figures come from.
     From `rounds` (a Rounds), where it holds a stage at the headline: each stage's and each
     reference's median over the rounds and the medians of the per-round ratios, the check of the
@@ -527,40 +569,71 @@ def ladder_data(results, rounds=None):
         in_rounds = {k for k, problem in rounds.series
                      if problem == HEADLINE and k not in REFERENCE_KERNELS
                      and rounds.medians(k, HEADLINE) is not None}
+
+    def check(kernel, problem):
+        bench = results.row(kernel, problem)
+        return bench["check"] if bench else "skipped"
+
     if in_rounds:
-        bars = []
-        for kernel in results.track_order(in_rounds):
-            bench = results.row(kernel, HEADLINE)
-            name = rounds.series[(kernel, HEADLINE)][-1]["name"] or results.names.get(kernel, kernel)
-            bars.append((kernel, name, rounds.medians(kernel, HEADLINE),
-                         rounds.ratio(kernel, "fa2", HEADLINE), rounds.ratio(kernel, "fa3", HEADLINE),
-                         bench["check"] if bench else "skipped"))
-        timed = [(k, rounds.medians(k, HEADLINE)) for k in TIMED]
-        counted = [b[0] for b in bars] + [k for k, v in timed if v is not None]
-        n = min(rounds.rounds(k, HEADLINE) for k in counted)
+        stages = results.track_order(in_rounds)
+        value = rounds.medians
+
+        def ratio(kernel, reference, problem):
+            return rounds.ratio(kernel, reference, problem)
+
+        def name(kernel):
+            return rounds.series[(kernel, HEADLINE)][-1]["name"] or results.names.get(kernel, kernel)
+    else:
+        def value(kernel, problem):
+            row = results.row(kernel, problem)
+            return usable_tflops(row) if row else None
+
+        def ratio(kernel, reference, problem):
+            ours, theirs = value(kernel, problem), value(reference, problem)
+            return ours / theirs if ours is not None and theirs else None
+
+        def name(kernel):
+            return results.names[kernel]
+
+        stages = [k for k in results.stages if value(k, HEADLINE) is not None]
+        if not stages:
+            return None
+    bars = []
+    for kernel in stages:
+        bars.append((kernel, name(kernel), value(kernel, HEADLINE), ratio(kernel, "fa2", HEADLINE),
+                     ratio(kernel, "fa3", HEADLINE), check(kernel, HEADLINE), HEADLINE[0]))
+        if kernel in results.fp8 and value(kernel, FP8_HEADLINE) is not None:
+            bars.append((kernel, name(kernel), value(kernel, FP8_HEADLINE), None,
+                         ratio(kernel, "fa3", FP8_HEADLINE), check(kernel, FP8_HEADLINE), FP8_DTYPE))
+    timed = [(k, value(k, HEADLINE)) for k in TIMED]
+    if any(b[6] == FP8_DTYPE for b in bars):
+        timed.append((FA3_FP8, value("fa3", FP8_HEADLINE)))
+    if in_rounds:
+        # Every drawn bar and reference line is a median over at least this many rounds.
+        counted = [(b[0], FP8_HEADLINE if b[6] == FP8_DTYPE else HEADLINE) for b in bars]
+        counted += [(("fa3", FP8_HEADLINE) if k == FA3_FP8 else (k, HEADLINE)) for k, v in timed if v is not None]
+        n = min(rounds.rounds(k, p) for k, p in counted)
         commits = rounds.commits()
         source = (f"median of {n} alternating round{'s' if n != 1 else ''}"
                   + (f" at {', '.join(commits)}" if commits else "") + " (make rounds)")
     else:
-        rows = [(k, results.row(k, HEADLINE)) for k in results.stages]
-        rows = [(k, r) for k, r in rows if r is not None and usable_tflops(r)]
-        if not rows:
-            return None
-        timed = [(k, usable_tflops(results.row(k, HEADLINE)) if results.row(k, HEADLINE) else None)
-                 for k in TIMED]
-        of = dict(timed)
-        bars = [(k, results.names[k], usable_tflops(r),
-                 usable_tflops(r) / of["fa2"] if of["fa2"] else None,
-                 usable_tflops(r) / of["fa3"] if of["fa3"] else None, r["check"]) for k, r in rows]
         source = "one run (make bench)"
     references = [(k, v) for k, v in timed + ceilings if v is not None]
     return bars, references, source, bool(in_rounds)
 
 
+def ladder_tick_label(name, dtype, has_fp8_bar):
+    """A bar's tick label: the stage's name on two lines (stage_label), and below them its dtype
+    where the stage has an e4m3 bar, so that its two bars say which is which."""
+    return stage_label(name) + (f"\n{dtype}" if has_fp8_bar else "")
+
+
 def draw_ladder(results, out_path, rounds=None):
     """The stage ladder at the headline problem, from `rounds` (a Rounds) where it has headline
-    rows, else from the benchmark CSV (see ladder_data). Returns (summary, source) to print, or
-    None when there is no stage at the headline problem."""
+    rows, else from the benchmark CSV (see ladder_data), with an e4m3 bar after each stage that takes
+    e4m3 inputs where the same source holds it. Returns (summary, source) to print, or None when
+    there is no stage at the headline problem. summary: [(name, TFLOP/s, /FA2, /FA3, check, dtype)],
+    the ratio to FA3 of an e4m3 bar being the one to FA3 in e4m3."""
     import matplotlib.pyplot as plt
     from matplotlib.transforms import offset_copy
 
@@ -569,12 +642,20 @@ def draw_ladder(results, out_path, rounds=None):
         return None
     bars_data, references, source, from_rounds = data
     drawn = dict(references)
+    with_fp8 = {b[0] for b in bars_data if b[6] == FP8_DTYPE}
 
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
     styles = stage_styles(results.track_order(set(results.stages) | {b[0] for b in bars_data}))
     xs = range(len(bars_data))
     values = [b[2] for b in bars_data]
-    bars = ax.bar(xs, values, width=0.65, color=[styles[b[0]][0] for b in bars_data], zorder=2)
+    bars = ax.bar(xs, values, width=0.65, zorder=2,
+                  color=[lighter(styles[b[0]][0]) if b[6] == FP8_DTYPE else styles[b[0]][0] for b in bars_data])
+    for bar, b in zip(bars, bars_data):
+        if b[6] == FP8_DTYPE:
+            # The same stage in e4m3: a lighter fill, dotted in the stage's colour, edged in it.
+            bar.set_hatch(FP8_BAR_HATCH)
+            bar.set_edgecolor(styles[b[0]][0])
+            bar.set_linewidth(1.0)
     # Each bar wears its stage's marker on top, as in the sweep, so that bars and lines match by
     # shape as well as by colour. The marker sits just above the bar, its label above the marker.
     marker_lift = STAGE_MARKERSIZE / 2 + 1  # points from the bar's top to the marker's centre
@@ -587,15 +668,15 @@ def draw_ladder(results, out_path, rounds=None):
                 clip_on=False)
 
     summary = []
-    label_lines = 1
-    for bar, (kernel, name, value, of_fa2, of_fa3, check) in zip(bars, bars_data):
+    top = 0  # the height the labels need, in data units: each bar's share of headroom below
+    for bar, (kernel, name, value, of_fa2, of_fa3, check, dtype) in zip(bars, bars_data):
         failed = check == "fail"
         # The TFLOP/s, then the ratios, each on a line of its own: a bar is too narrow for two.
         lines = [f"{value:.1f}"]
         if of_fa2 is not None:
             lines.append(f"{100 * of_fa2:.0f}% of FA2")
         if of_fa3 is not None:
-            lines.append(f"{of_fa3:.2f}\u00d7 FA3")
+            lines.append(f"{of_fa3:.2f}\u00d7 FA3" + (f" {FP8_DTYPE}" if dtype == FP8_DTYPE else ""))
         if failed:
             # A failed correctness check makes the speed meaningless: say so on the bar itself.
             bar.set_hatch("///")
@@ -603,7 +684,10 @@ def draw_ladder(results, out_path, rounds=None):
             bar.set_linewidth(1.5)
             bar.set_alpha(0.55)
             lines.insert(0, "FAIL")
-        label_lines = max(label_lines, len(lines))
+        # Headroom for this bar's label: two lines fit in a fifth more than the bar, each further
+        # one takes another 6%. Taken bar by bar, so that the tallest bar (an e4m3 one, with two
+        # lines) is not given the room of a shorter bar's three.
+        top = max(top, value * (1.22 + 0.06 * max(0, len(lines) - 2)))
         # The white box keeps the label readable where a reference line passes behind it.
         ax.annotate("\n".join(lines), (bar.get_x() + bar.get_width() / 2, value),
                     xytext=(0, marker_lift + STAGE_MARKERSIZE / 2 + 2),
@@ -611,11 +695,12 @@ def draw_ladder(results, out_path, rounds=None):
                     color="tab:red" if failed else "black", fontweight="bold" if failed else None,
                     bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none"),
                     zorder=4)
-        summary.append((name, value, of_fa2, of_fa3, check))
+        summary.append((name, value, of_fa2, of_fa3, check, dtype))
 
     for kernel, value in references:
-        _, color, style = REFERENCE_STYLE[kernel]
-        ax.axhline(value, color=color, linestyle=style, linewidth=1.4, zorder=1,
+        _, color, style = reference_style(kernel)
+        ax.axhline(value, color=color, linestyle=style, zorder=1,
+                   linewidth=FP8_REFERENCE_LINEWIDTH if kernel in FP8_REFERENCE_STYLE else 1.4,
                    label=reference_label(kernel, value, 1, results.mma_stages))
     hopper = [n for n, b in enumerate(bars_data) if results.archs.get(b[0]) == HOPPER_ARCH]
     if hopper:
@@ -625,16 +710,15 @@ def draw_ladder(results, out_path, rounds=None):
     pad = 0.6 + max(0, 4 - len(bars_data)) / 2
     ax.set_xlim(-pad, len(bars_data) - 1 + pad)
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([stage_label(b[1]) for b in bars_data],
+    ax.set_xticklabels([ladder_tick_label(b[1], b[6], b[0] in with_fp8) for b in bars_data],
                        fontsize=8 if len(bars_data) <= 10 else 7)  # 7: a dozen labels side by side
     ax.set_ylabel("TFLOP/s (median over the rounds)" if from_rounds else "TFLOP/s (median)")
-    # Headroom for the labels of the tallest bar (two lines fit in a fifth more, each further one
-    # takes another 6%) and above the highest reference line.
-    ax.set_ylim(0, max(max(values) * (1.22 + 0.06 * max(0, label_lines - 2)),
-                       max((v for _, v in references), default=0) * 1.22))
+    # Headroom for the labels (above) and above the highest reference line.
+    ax.set_ylim(0, max(top, max((v for _, v in references), default=0) * 1.22))
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.set_axisbelow(True)
-    title = (f"{results.gpu_label()}: stage ladder, bf16, B=16 H=16 S=4096 D=128, non-causal\n"
+    dtypes = f"bf16; {FP8_DTYPE} bars where a stage takes it" if with_fp8 else "bf16"
+    title = (f"{results.gpu_label()}: stage ladder, {dtypes}, B=16 H=16 S=4096 D=128, non-causal\n"
              f"{source}")
     if "fa2" not in drawn:
         title += f"\n(no FA2 row in the {'rounds' if from_rounds else 'CSV'}: % of FA2 not shown)"
@@ -929,11 +1013,15 @@ def dodge_markers(fig, ax, kernel_points, styles):
 
 
 def print_summary(csv_path, summary, source):
+    """draw_ladder's summary, a line per bar; an e4m3 bar's after its stage's name, against FA3 in e4m3."""
     print(f"{csv_path}: headline ladder, {source}")
-    for name, value, of_fa2, of_fa3, check in summary:
-        share = f"{100 * of_fa2:5.1f}% of FA2" if of_fa2 is not None else "(no FA2 row)"
-        fa3 = f"  {of_fa3:.3f}x FA3" if of_fa3 is not None else ""
-        print(f"  {name:<28} {value:8.1f} TFLOP/s  {share}{fa3}  check {check}")
+    for name, value, of_fa2, of_fa3, check, dtype in summary:
+        fp8 = dtype == FP8_DTYPE
+        share = (f"{100 * of_fa2:5.1f}% of FA2" if of_fa2 is not None
+                 else f"(FA2: no {FP8_DTYPE})" if fp8 else "(no FA2 row)")
+        fa3 = f"  {of_fa3:.3f}x FA3" + (f" {FP8_DTYPE}" if fp8 else "") if of_fa3 is not None else ""
+        label = f"{name}, {FP8_DTYPE}" if fp8 else name
+        print(f"  {label:<28} {value:8.1f} TFLOP/s  {share}{fa3}  check {check}")
 
 
 def main():

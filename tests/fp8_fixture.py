@@ -4,7 +4,8 @@ the e4m3 figures, tables and plot are seen on rows whose every value is known.
 
   stages/    kernel08_final (sm_80), kernel13_overlap and kernel14_cluster (sm_90a, no fp8), and
              kernel15_fp8 (sm_90a, naming its fp8 entry point): stage 15 takes e4m3, stage 14 is
-             the last Hopper stage without it;
+             the last Hopper stage without it; each header's technique is "the fixture's stage NN,
+             a header only";
   fp8_sample.csv                 the benchmark run: the stages at the headline in bf16 (checks
              passed), stage 14 and FA3 over the sweep in bf16 and stage 15 and FA3 in e4m3, the
              two ceilings;
@@ -66,7 +67,8 @@ def write(directory):
         os.makedirs(os.path.join(directory, "stages", dirname), exist_ok=True)
         entry = f"\nextern \"C\" int {plot.FP8_ENTRY.format(nn=nn)}(void);\n" if dirname.startswith(FP8_STAGE) else ""
         with open(os.path.join(directory, "stages", dirname, "kernel.cu"), "w") as f:
-            f.write(f"/*\n * Stage {nn:02d} - fixture: a header only.\n * Needs:     {arch}: fixture.\n */\n{entry}")
+            f.write(f"/*\n * Stage {nn:02d} - {dirname[len('kernelNN_'):]}: the fixture's stage {nn:02d}, a header only.\n"
+                    f" * Needs:     {arch}: fixture.\n */\n{entry}")
     names = {k: name for _, k, name, _ in STAGES}
     names.update(NAMES)
 

@@ -16,14 +16,14 @@
  *             block's mbarrier expecting the whole box; each releases the tile with an arrival on
  *             the empty mbarrier of both blocks (mapa, remote arrive), and the next phase's loads
  *             wait for both: both blocks must hold the whole box, in both phases.
- *   e4m3      stage 15's fp8 path as one piece: Q, K and V e4m3 tiles brought in by TMA (one box
+ *   e4m3      stage 16's fp8 path as one piece: Q, K and V e4m3 tiles brought in by TMA (one box
  *             of 128-byte rows in the 128-byte swizzle at head_dim 128, of 64-byte rows in the
  *             64-byte swizzle at 64, K and V with a zero-filled tail), S = Q K^T by wgmma
  *             m64n{96,128,160}k32, the stage's tiles of keys (K-major descriptors of either
  *             swizzle), P = S scaled and packed to e4m3 in the A fragment's key order
  *             (pack_p_e4m3), V transposed in shared memory in the same order (transpose_v_e4m3,
  *             a column block per 128 keys), O = P V by wgmma m64n{64,128}k32 with A from registers.
- * bf16 and fp16 throughout, and e4m3 where stage 15 uses it. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
+ * bf16 and fp16 throughout, and e4m3 where stage 16 uses it. Prints PASS:/FAIL:/SKIP: lines (tests/run_tests.sh counts them); on a
  * GPU other than sm_90 everything is skipped with the reason.
  */
 #include <cuda_runtime.h>
@@ -346,7 +346,7 @@ static void test_tma(const char *tname, flash_dtype dtype) {
 
 constexpr int kF8Rows = 64;  // query rows (one warpgroup)
 
-/* One warpgroup, the fp8 path of stage 15 on one tile of Keys keys (each N of S the stage runs:
+/* One warpgroup, the fp8 path of stage 16 on one tile of Keys keys (each N of S the stage runs:
  * 96, 128, 160). TMA brings Q [64, D], K and V [Keys, D] (seqlen_k rows inside the tensor, the
  * rest zero-filled); S = Q K^T; P = e4m3(S * p_scale) packed as the A fragment; V^T ([D, Keys], a
  * column block per 128 keys) written by the four warps; O = P V. Out: S [64, Keys] f32, P's bytes
@@ -562,7 +562,7 @@ static void test_e4m3(int seqlen_k) {
 
 constexpr int kHalfRows = kBoxRows / 2;
 
-/* A cluster of two blocks, two phases of one 64-row tile slot, as stage 14 uses its K/V slots: in
+/* A cluster of two blocks, two phases of one 64-row tile slot, as stages 14-16 use their K/V slots: in
  * phase ph block r loads rows 64 ph + 32 r .. + 31 by multicast into the slot of both blocks, at
  * 32 r rows into it; each block's full barrier expects the whole box. Each block copies its slot
  * out (raw_out: [block][phase][box bytes]), then its thread 0 arrives on the empty barrier of both
@@ -692,7 +692,7 @@ int main(void) {
     test_tma<__half>("fp16", FLASH_FP16);
     test_multicast<__nv_bfloat16>("bf16", FLASH_BF16);
     test_multicast<__half>("fp16", FLASH_FP16);
-    /* The S tiles stage 15 runs: 128 keys (short sequences, and head_dim 64 with the mask), 96 at
+    /* The S tiles stage 16 runs: 128 keys (short sequences, and head_dim 64 with the mask), 96 at
      * head_dim 128 and 160 at 64 (long ones); a tail in the last column block of V^T each time. */
     test_e4m3<128, 128>(100);
     test_e4m3<64, 128>(100);

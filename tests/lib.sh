@@ -74,9 +74,9 @@ build_variant() {
 #   tails   seqlen_q 150, seqlen_k 203: a Q tail and a K tail, causal, GQA (2 heads share one);
 #   no-key  seqlen_q 400, seqlen_k 40, causal: rows 0..359 see no key, so whole query tiles do,
 #           up to 256 rows, more than any stage's kBlockM: blocks with nothing to compute;
-#   nomask  seqlen_q 300, seqlen_k 203, no mask, GQA: what stage 14 runs in clusters at head_dim
+#   nomask  seqlen_q 300, seqlen_k 203, no mask, GQA: what stages 14-16 run in clusters at head_dim
 #           128 (3 query tiles of 128: a cluster with a block past the end of the sequence);
-#   long    seqlen_q 1400, seqlen_k 1100, causal, GQA: past the 1024 up to which stages 13-15
+#   long    seqlen_q 1400, seqlen_k 1100, causal, GQA: past the 1024 up to which stages 15 and 16
 #           take shapes of their own for short sequences (192 query rows at head_dim 64, and in
 #           e4m3 at both), with tails in both; rows 0..299 see no key, so the first query tile of
 #           those shapes has nothing to compute;

@@ -83,8 +83,9 @@ stage_ptx_checks() {
         want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
-    13) want "$dir" "$ptx" "a global tile counter (the causal grid's scheduler)" "atom\.global\.add"
-        want "$dir" "$ptx" "three consumer warpgroups at 160 registers (setmaxnreg.inc 160)" "setmaxnreg\.inc\.sync\.aligned\.u32 160"
+    13) unwanted "$dir" "$ptx" "blockIdx.y (a persistent block takes tile numbers, not a grid position)" "%ctaid\.y"
+        unwanted "$dir" "$ptx" "a global tile counter (stage 15)" "atom\.global\.add"
+        unwanted "$dir" "$ptx" "TMA multicast (stage 14)" "multicast::cluster"
         want "$dir" "$ptx" "named barrier wait (a turn on the tensor cores)" "bar\.sync"
         want "$dir" "$ptx" "named barrier arrival (the turn handed over)" "bar\.arrive"
         want "$dir" "$ptx" "setmaxnreg" "setmaxnreg\.inc\.sync\.aligned\.u32"
@@ -95,14 +96,20 @@ stage_ptx_checks() {
         want "$dir" "$ptx" "arrivals on another block's mbarrier (mapa, shared::cluster)" "mbarrier\.arrive\.shared::cluster\.b64"
         want "$dir" "$ptx" "mapa (the partner's barrier address)" "mapa\.shared::cluster"
         want "$dir" "$ptx" "cluster barrier" "barrier\.cluster\.wait"
-        want "$dir" "$ptx" "a global tile counter (the causal grid's scheduler)" "atom\.global\.add"
+        unwanted "$dir" "$ptx" "a global tile counter (stage 15)" "atom\.global\.add"
         want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
         want "$dir" "$ptx" "wgmma with A in registers (O += P V)" "$WGMMA_RS"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
-    15) want "$dir" "$ptx" "e4m3 wgmma, k32 (S = Q K^T and O += P V in fp8)" "wgmma\.mma_async\.sync\.aligned\.m64n[0-9]+k32\.f32\.e4m3\.e4m3"
+    15) want "$dir" "$ptx" "a global tile counter (the causal grid's scheduler)" "atom\.global\.add"
+        want "$dir" "$ptx" "three consumer warpgroups at 160 registers (setmaxnreg.inc 160)" "setmaxnreg\.inc\.sync\.aligned\.u32 160"
+        want "$dir" "$ptx" "TMA multicast loads (stage 14's clusters)" "cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.multicast::cluster"
+        want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
+        unwanted "$dir" "$ptx" "e4m3 wgmma (stage 16)" "k32\.f32\.e4m3"
+        unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
+    16) want "$dir" "$ptx" "e4m3 wgmma, k32 (S = Q K^T and O += P V in fp8)" "wgmma\.mma_async\.sync\.aligned\.m64n[0-9]+k32\.f32\.e4m3\.e4m3"
         want "$dir" "$ptx" "P rounded to e4m3 (cvt e4m3x2)" "cvt\.rn\.satfinite\.e4m3x2\.f32"
         want "$dir" "$ptx" "V transposed through ldmatrix.trans" "$LDSM_T"
-        want "$dir" "$ptx" "TMA multicast loads (the bf16 path of stage 14)" "cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.multicast::cluster"
+        want "$dir" "$ptx" "TMA multicast loads (the bf16 path of stage 15)" "cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.multicast::cluster"
         want "$dir" "$ptx" "wgmma.wait_group 1 (S done, P V running)" "wgmma\.wait_group\.sync\.aligned 1"
         unwanted "$dir" "$ptx" "mma.sync" "mma\.sync" ;;
     *)  bad "$dir instruction checks" "tests/stage_checks.sh has no case for stage $nn: say what its PTX must hold" ;;
@@ -127,13 +134,15 @@ stage_sass_checks() {
         want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     12) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "HGMMA" "HGMMA"
         want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
-    13) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "USETMAXREG.TRY_ALLOC 0xa0 = 160 (three consumers)" "USETMAXREG\.TRY_ALLOC\.CTAPOOL .*0xa0"
-        want "$label" "$sass" "a global atomic (ATOMG)" "ATOMG|RED\."
+    13) want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "UTMASTG" "UTMASTG"
         want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; want "$label" "$sass" "BAR.SYNC" "BAR\.SYNC"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
     14) want "$label" "$sass" "UTMALDG.MULTICAST" "UTMALDG.*MULTICAST"; want "$label" "$sass" "USETMAXREG" "USETMAXREG"
         want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "SYNCS" "SYNCS"
         want "$label" "$sass" "UCGABAR (the cluster barrier)" "UCGABAR"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
-    15) want "$label" "$sass" "QGMMA ... E4M3 (8-bit wgmma)" "QGMMA\.64x[0-9]+x32\.F32\.E4M3\.E4M3"
+    15) want "$label" "$sass" "USETMAXREG.TRY_ALLOC 0xa0 = 160 (three consumers)" "USETMAXREG\.TRY_ALLOC\.CTAPOOL .*0xa0"
+        want "$label" "$sass" "a global atomic (ATOMG)" "ATOMG|RED\."; want "$label" "$sass" "UTMALDG.MULTICAST" "UTMALDG.*MULTICAST"
+        want "$label" "$sass" "HGMMA" "HGMMA"; want "$label" "$sass" "BAR.ARV" "BAR\.ARV"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;
+    16) want "$label" "$sass" "QGMMA ... E4M3 (8-bit wgmma)" "QGMMA\.64x[0-9]+x32\.F32\.E4M3\.E4M3"
         want "$label" "$sass" "F2FP.SATFINITE.E4M3 (P to e4m3)" "F2FP\.SATFINITE\.E4M3"; want "$label" "$sass" "LDSM.16.MT88 (V's transpose)" "LDSM\.16\.MT88"
         want "$label" "$sass" "HGMMA (bf16, fp16)" "HGMMA"; want "$label" "$sass" "UTMALDG.MULTICAST" "UTMALDG.*MULTICAST"
         want "$label" "$sass" "USETMAXREG" "USETMAXREG"; want "$label" "$sass" "SYNCS" "SYNCS"; unwanted "$label" "$sass" "HMMA" "HMMA" ;;

@@ -39,7 +39,9 @@ fi
 # Each case is a Python snippet on stdin, run after FIXTURE_PY: PASS if it exits 0. The benchmark
 # CSV is tests/fixtures/plot_sample.csv (it has stage 09 and a wgmma_peak row); the rounds are
 # tests/fixtures/plot_rounds.csv; the tune CSV is tests/fixtures/tune_sample.csv, with stage 08 and
-# 10 candidates and no stage 09 ones.
+# 10 candidates and no stage 09 ones. Two of its stage 10 candidates end in +st16, a variant (O by
+# 16-byte stores) that stage 10 no longer has: tune10_data() renames them as four-slot candidates,
+# which stage 10's block lists.
 FIXTURE_PY='
 import sys
 sys.path.insert(0, "tools")
@@ -59,6 +61,14 @@ def fixture_data(csv_path="tests/fixtures/plot_sample.csv"):
 
 def render(text, data=None):
     return results_md.render_markdown(data or fixture_data(), "fixture.md", text)
+
+def tune10_data():
+    """The fixtures with the +st16 rows of the tune CSV renamed as four-slot ring candidates
+    (128x128x2x1x3+st16 -> 128x128x2x1x4): every stage 10 candidate then reads as its shape."""
+    data = fixture_data()
+    path, rows = data.tune
+    data.tune = (path, [dict(r, name=r["name"].replace("x3+st16", "x4")) for r in rows])
+    return data
 
 def fails(text, *words, data=None):
     """The generator refuses `text`, with a message that holds every one of `words`."""
@@ -106,9 +116,6 @@ py_case() {  # py_case NAME < snippet
     fi
 }
 
-# Stage 10's block: only kernel10_ rows, its five shape fields and the O store column (+st16 is
-# "16-byte stores"), the last of a re-run row, the fastest *passing* candidate in bold (the faster
-# 128x128x2x1x2 failed its check), and only stage 10's commit and command in the note.
 # A page marked <!-- ROUNDS:COMMIT --> (and its stage's kernel header) quotes the rounds of that
 # commit, not the latest; a commit with no rounds file is refused by name.
 py_case docs_rounds_pin <<'PY'
@@ -139,25 +146,30 @@ line = [l for l in table.split("\n") if l.startswith("| kernel10_tma ")]
 assert line and line[0].rstrip().endswith("| - |"), table
 PY
 
+# Stage 10's block: only kernel10_ rows, its five shape fields, the last of a re-run row, the
+# fastest *passing* candidate in bold (the faster 128x128x2x1x2 failed its check), and only stage
+# 10's commit and command in the note. A candidate with a suffix (the fixture's +st16 rows as they
+# are) is refused by name.
 py_case docs_tune_block_stage10 <<'PY'
-out = render("<!-- TUNE:10 -->\n<!-- /TUNE -->")
+out = render("<!-- TUNE:10 -->\n<!-- /TUNE -->", data=tune10_data())
 want = """<!-- TUNE:10 -->
-| head_dim | candidate (M x N x warpgroups x blocks/SM x stages) | O store | non-causal | causal |
-|---|---|---|---:|---:|
-| 128 | **128x128x2x1x3** | **TMA store** | **500.0** | **470.0** |
-| 128 | 128x128x2x1x3 | 16-byte stores | 490.0 | 460.0 |
-| 128 | 128x128x2x1x2 | TMA store | 530.0 (check fail) | 480.0 (check fail) |
-| 64 | 128x64x2x2x3 | TMA store | 420.0 | 400.0 |
-| 64 | **128x64x2x2x3** | **16-byte stores** | **430.0** | **395.0** |
+| head_dim | candidate (M x N x warpgroups x blocks/SM x stages) | non-causal | causal |
+|---|---|---:|---:|
+| 128 | **128x128x2x1x3** | **500.0** | **470.0** |
+| 128 | 128x128x2x1x4 | 490.0 | 460.0 |
+| 128 | 128x128x2x1x2 | 530.0 (check fail) | 480.0 (check fail) |
+| 64 | 128x64x2x2x3 | 420.0 | 400.0 |
+| 64 | **128x64x2x2x4** | **430.0** | **395.0** |
 
 (`make tune K=10` on the FIXTURE GPU, commit def5678; rows in `tests/fixtures/tune_sample.csv`."""
 assert out.startswith(want), out
+fails("<!-- TUNE:10 -->\n<!-- /TUNE -->", "128x128x2x1x3+st16", "M x N x warpgroups x blocks/SM x stages")
 PY
 
 # Stage 08's block from the same file: its own rows, header and command, nothing of stage 10's;
 # two blocks on one page each get their own stage.
 py_case docs_tune_block_stage08 <<'PY'
-out = render("<!-- TUNE:08 -->\n<!-- /TUNE -->\ntext\n<!-- TUNE:10 -->\n<!-- /TUNE -->")
+out = render("<!-- TUNE:08 -->\n<!-- /TUNE -->\ntext\n<!-- TUNE:10 -->\n<!-- /TUNE -->", data=tune10_data())
 block08 = out.split("<!-- /TUNE -->")[0]
 want = """<!-- TUNE:08 -->
 | head_dim | candidate (M x N x warps x blocks/SM) | non-causal | causal |
@@ -169,14 +181,15 @@ want = """<!-- TUNE:08 -->
 (`make tune` on the FIXTURE GPU, commit abc1234;"""
 assert block08.startswith(want), block08
 assert "kernel10" not in block08 and "128x128" not in block08 and "def5678" not in block08, block08
-assert "O store" in out.split("text")[1], out
+block10 = out.split("text")[1]
+assert "M x N x warpgroups x blocks/SM x stages" in block10 and "def5678" in block10 and "abc1234" not in block10, out
 PY
 
 # Stage 13's candidates are the six numbers of its TileShape, as stages 11 and 12's, with no
-# suffix and no variant column: the stage 10 rows renamed as stage 13 candidates (+st16 ones with
-# 240 consumer registers, the others with 232) make its table, the fastest passing one in bold.
-# A suffix on a stage 13 candidate (+np, the one-block-per-tile grid it no longer has, or stage
-# 10's +st16) is an error that names the candidate and the shape's fields.
+# suffix: the stage 10 rows renamed as stage 13 candidates (+st16 ones with 240 consumer registers,
+# the others with 232) make its table, the fastest passing one in bold. A suffix on a stage 13
+# candidate (+np, the one-block-per-tile grid it no longer has, or +st16) is an error that names the
+# candidate and the shape's fields.
 py_case docs_tune_block_stage13 <<'PY'
 data = fixture_data()
 path, rows = data.tune
@@ -498,6 +511,57 @@ out = results_md.repro_block(data)
 assert "| / FA3 e4m3 | headline | 0 | 1 | 4.0 % | kernel15 |" in out, out
 assert "| e4m3 / stage 14 bf16 | headline | 1 | 2 | 4.0 % | kernel15 |" in out, out  # stage 15 and FA3
 assert "| / FA3 | headline | 0 | 4 | 0.0 % |" in out, out
+PY
+
+# LADDER, README's front page: a row per stage at the headline, non-causal, bf16 (its directory, the
+# technique of its header, the median TFLOP/s, the ratios to the stage before and to FA3, each the
+# median over pairs of rounds: computed here from the rows, and as data.ratio gives them), the Hopper
+# track after its row; stage 15 again in e4m3 (against stage 14 in bf16 and FA3 in e4m3); the
+# references' medians, FA3's in e4m3 last; a sentence naming the GPU, the rounds, their commit and file.
+# Without a stage that takes e4m3 the same table less the e4m3 rows; on plot_sample.csv's rounds, whose
+# stages take no e4m3, none. The marker is filled through render_markdown and is a generated region.
+py_case docs_ladder_block <<'PY'
+from contract import FP8_DTYPE
+plain = results_md.ladder_block(fixture_data())  # before fp8_data() points results_md at its stage tree
+data = fp8_data()
+block = results_md.ladder_block(data)
+table, sentence = block.split("\n\n")
+rows = table.splitlines()
+assert rows[:2] == ["| stage | technique | TFLOP/s | \u00d7 previous | \u00d7 FA3 |", "|---|---|---:|---:|---:|"], rows[:2]
+h, h8 = results_md.headline(), results_md.headline(0, FP8_DTYPE)
+fa3 = fp8_series("fa3", h)
+def stage_row(kernel, dirname, previous):
+    ours = fp8_series(kernel, h)
+    assert len(ours) == 4
+    prev = f"{pairs_median(ours, fp8_series(previous, h)):.2f}x" if previous else "-"
+    if previous:
+        assert prev == results_md.xr(data.ratio(kernel, previous, h))
+    assert f"{pairs_median(ours, fa3):.2f}x" == results_md.xr(data.ratio(kernel, "fa3", h))
+    return (f"| `{dirname}` | the fixture's stage {kernel[-2:]}, a header only | {statistics.median(ours):.1f} | {prev} | "
+            f"{pairs_median(ours, fa3):.2f}x |")
+want = [stage_row("kernel08", "kernel08_final", None), "| *Hopper track (sm_90a)* | | | | |",
+        stage_row("kernel13", "kernel13_overlap", "kernel08"), stage_row("kernel14", "kernel14_cluster", "kernel13"),
+        stage_row("kernel15", "kernel15_fp8", "kernel14")]
+k15, fa3_8 = fp8_series("kernel15", h8), fp8_series("fa3", h8)
+over14, over_fa3 = pairs_median(k15, fp8_series("kernel14", h)), pairs_median(k15, fa3_8)
+assert (f"{over14:.2f}", f"{over_fa3:.2f}") == ("1.44", "0.88"), "the fixture changed"
+assert f"{over14:.2f}x" == results_md.xr(data.ratio("kernel15", "kernel14", h8, problem_b=h))
+want.append(f"| `kernel15_fp8`, e4m3 | the same stage with q, k and v in e4m3 | {statistics.median(k15):.1f} | "
+             f"{over14:.2f}x stage 14 bf16 | {over_fa3:.2f}x FA3 e4m3 |")
+for kernel, name in (("fa2", "FlashAttention-2 (PyTorch SDPA flash)"), ("cudnn", "cuDNN (PyTorch SDPA cudnn)"),
+                     ("fa3", "FlashAttention-3 (its own kernels, fa3_fwd)")):
+    want.append(f"| {name} | | {statistics.median(fp8_series(kernel, h)):.1f} | | |")
+want.append(f"| FlashAttention-3 (its own kernels, fa3_fwd), e4m3 | | {statistics.median(fa3_8):.1f} | | |")
+assert rows[2:] == want, "\n".join(x for pair in zip(rows[2:], want) for x in pair if pair[0] != pair[1])
+assert sentence.startswith("Measured on the FIXTURE GPU at B16 H16 S4096 D128, non-causal, in 4 alternating rounds "
+                           "(`make rounds`, commit fp8c0de; rows in `") and sentence.count(". ") == 0, sentence
+assert f"`{data.rounds_path()}`" in sentence and data.rounds_path().endswith("rounds/fp8_sample_fp8c0de.csv")
+without = results_md.ladder_block(fp8_data(fp8=False)).split("\n\n")[0].splitlines()
+assert without == [r for r in rows if "e4m3" not in r] and len(without) == len(rows) - 2, without
+assert "e4m3" not in plain and "| `kernel09_wgmma` | " in plain and "\n| *Hopper track (sm_90a)* | | | | |\n" in plain, plain
+out = render("a\n<!-- LADDER -->\nold\n<!-- /LADDER -->\nb", data)
+assert out == f"a\n<!-- LADDER -->\n{block}\n<!-- /LADDER -->\nb", out
+assert results_md.GENERATED_REGION.sub("", out) == "a\n\nb"
 PY
 
 # The kernel header's Measured: line of a stage that takes e4m3 adds the same shape in e4m3; stage

@@ -7,10 +7,10 @@
 #                                          ("not faster than stage 04") is reported
 # for each Hopper assignment NN (09 on), stage NN-1 handed in as stage NN must FAIL
 # [instructions]: the PTX/SASS checks see the missing technique without a GPU, so these are graded
-# with the GPU hidden (CUDA_VISIBLE_DEVICES=) on every machine, which keeps them quick (stage 14 as
-# 15 also fails [symbol]: it has no e4m3 entry point);
-# and on stage 15, the first that takes e4m3 inputs, where the grader also grades e4m3: the real
-# kernel15 must PASS (its e4m3 against stage 14's bf16 in the timing), and
+# with the GPU hidden (CUDA_VISIBLE_DEVICES=) on every machine, which keeps them quick (stage 15 as
+# 16 also fails [symbol]: it has no e4m3 entry point);
+# and on stage 16, the first that takes e4m3 inputs, where the grader also grades e4m3: the real
+# kernel16 must PASS (its e4m3 against stage 15's bf16 in the timing), and
 #   fp8_entry_misnamed.cu -> [symbol] alone, GPU or not (its instructions are all there)
 #   wrong_key_order.cu    -> [matrix], from e4m3 cases alone (P's key order is not V^T's)
 # Prints PASS:/FAIL:/SKIP: lines. Without a GPU, the CPU part still runs (fixtures generate, the
@@ -26,7 +26,7 @@ MAKE_ARGS=()
 . tests/lib.sh
 
 if bash tools/make_grader_fixtures.sh build/grader_fixtures >"$OUT/fixtures.log" 2>&1; then
-    ok "grader fixtures generate from the real kernels (05 and 04, 15, each Hopper stage's previous one)"
+    ok "grader fixtures generate from the real kernels (05 and 04, 16, each Hopper stage's previous one)"
 else
     bad "grader fixtures generate" "$(tail -2 "$OUT/fixtures.log")"
     exit 0
@@ -60,14 +60,14 @@ for f in build/grader_fixtures/previous_stage_[0-9][0-9].cu; do
     fi
 done
 
-# Stage 15's e4m3 entry point under another name: the exports check sees it before anything runs, so
+# Stage 16's e4m3 entry point under another name: the exports check sees it before anything runs, so
 # no GPU is needed, and nothing else fails (the e4m3 path is compiled all the same).
-grade fp8_entry_misnamed build/grader_fixtures/fp8_entry_misnamed.cu 15
+grade fp8_entry_misnamed build/grader_fixtures/fp8_entry_misnamed.cu 16
 if [ "$rc" -ne 0 ] && is_fail fp8_entry_misnamed && has_reason fp8_entry_misnamed symbol \
-        && [ "$(grep -c '^  - \[' "$OUT/fp8_entry_misnamed.log")" -eq 1 ] && grep -q 'flash_forward_fp8_kernel15' "$OUT/fp8_entry_misnamed.log"; then
-    ok "grade fp8_entry_misnamed.cu (K=15) -> FAIL [symbol] alone: no flash_forward_fp8_kernel15"
+        && [ "$(grep -c '^  - \[' "$OUT/fp8_entry_misnamed.log")" -eq 1 ] && grep -q 'flash_forward_fp8_kernel16' "$OUT/fp8_entry_misnamed.log"; then
+    ok "grade fp8_entry_misnamed.cu (K=16) -> FAIL [symbol] alone: no flash_forward_fp8_kernel16"
 else
-    bad "grade fp8_entry_misnamed.cu (K=15) -> FAIL [symbol] alone" "exit $rc, $(verdict fp8_entry_misnamed); $(grep '^  - ' "$OUT/fp8_entry_misnamed.log" | tr '\n' ' ') (log: $OUT/fp8_entry_misnamed.log)"
+    bad "grade fp8_entry_misnamed.cu (K=16) -> FAIL [symbol] alone" "exit $rc, $(verdict fp8_entry_misnamed); $(grep '^  - ' "$OUT/fp8_entry_misnamed.log" | tr '\n' ' ') (log: $OUT/fp8_entry_misnamed.log)"
 fi
 
 gpu=0
@@ -95,19 +95,19 @@ if [ "$gpu" = 0 ]; then
             bad "$f.cu without a GPU" "exit $rc, $(verdict "$f")"
         fi
     done
-    # Stage 15: both entry points and every e4m3 instruction are there, in the real stage and in the
+    # Stage 16: both entry points and every e4m3 instruction are there, in the real stage and in the
     # one that packs P in the wrong key order; only the GPU can tell them apart.
-    # Its timing gate, as the grader reads it from docs/assignments.md: e4m3 against stage 14's bf16,
+    # Its timing gate, as the grader reads it from docs/assignments.md: e4m3 against stage 15's bf16,
     # with a margin above zero.
-    grade real15 kernel15_fp8/kernel.cu 15
-    gate=$(grep -m1 -oE 'timing gate: .*' "$OUT/real15.log")
-    if [ "$rc" -ne 0 ] && grep -q '^GRADE: NOT GRADED' "$OUT/real15.log" && grep -q '^PASS: exports flash_forward_kernel15 and flash_forward_fp8_kernel15' "$OUT/real15.log" \
-            && echo "$gate" | grep -qE '^timing gate: stage 15 in e4m3 against the real stage 14 in bf16, margin [1-9][0-9]*%$'; then
-        ok "real kernel15 without a GPU: NOT GRADED, build, entry points and instruction checks passed; $gate"
+    grade real16 kernel16_fp8/kernel.cu 16
+    gate=$(grep -m1 -oE 'timing gate: .*' "$OUT/real16.log")
+    if [ "$rc" -ne 0 ] && grep -q '^GRADE: NOT GRADED' "$OUT/real16.log" && grep -q '^PASS: exports flash_forward_kernel16 and flash_forward_fp8_kernel16' "$OUT/real16.log" \
+            && echo "$gate" | grep -qE '^timing gate: stage 16 in e4m3 against the real stage 15 in bf16, margin [1-9][0-9]*%$'; then
+        ok "real kernel16 without a GPU: NOT GRADED, build, entry points and instruction checks passed; $gate"
     else
-        bad "real kernel15 without a GPU" "exit $rc, $(verdict real15); ${gate:-no timing gate line}; $(grep -m3 '^FAIL' "$OUT/real15.log" | tr '\n' ' ')"
+        bad "real kernel16 without a GPU" "exit $rc, $(verdict real16); ${gate:-no timing gate line}; $(grep -m3 '^FAIL' "$OUT/real16.log" | tr '\n' ' ')"
     fi
-    grade wrong_key_order build/grader_fixtures/wrong_key_order.cu 15
+    grade wrong_key_order build/grader_fixtures/wrong_key_order.cu 16
     if [ "$rc" -ne 0 ] && grep -q '^GRADE: NOT GRADED' "$OUT/wrong_key_order.log"; then
         ok "wrong_key_order.cu without a GPU: builds, passes the instruction checks, NOT GRADED"
     else
@@ -118,8 +118,8 @@ if [ "$gpu" = 0 ]; then
     skip "grade missing_barrier.cu -> FAIL [racecheck]" "no CUDA device here"
     skip "grade previous_stage.cu -> FAIL [instructions] / [timing]" "no CUDA device here"
     skip "grade without compute-sanitizer -> NOT GRADED" "no CUDA device here"
-    skip "grade real kernel15 -> PASS (e4m3 against stage 14's bf16)" "no CUDA device here"
-    skip "grade wrong_key_order.cu (K=15) -> FAIL [matrix], e4m3 cases alone" "no CUDA device here"
+    skip "grade real kernel16 -> PASS (e4m3 against stage 15's bf16)" "no CUDA device here"
+    skip "grade wrong_key_order.cu (K=16) -> FAIL [matrix], e4m3 cases alone" "no CUDA device here"
     finish; exit
 fi
 
@@ -163,26 +163,26 @@ else
     bad "grade without compute-sanitizer -> NOT GRADED" "exit $rc, $(verdict no_sanitizer) (log: $OUT/no_sanitizer.log)"
 fi
 
-# -- stage 15 on a GPU: the e4m3 gates ------------------------------------------------------------
+# -- stage 16 on a GPU: the e4m3 gates ------------------------------------------------------------
 # The real stage passes them all: the e4m3 matrix cases and racecheck in e4m3, and the timing of its
-# e4m3 against stage 14's bf16 with the margin of docs/assignments.md.
-grade real15 kernel15_fp8/kernel.cu 15
-if [ "$rc" -eq 0 ] && grep -q '^GRADE: PASS' "$OUT/real15.log" && grep -q '^PASS: racecheck .* e4m3$' "$OUT/real15.log"; then
-    ok "grade real kernel15 -> PASS ($(grep -m1 '^PASS: faster than' "$OUT/real15.log" | sed 's/^PASS: //'), e4m3 against stage 14's bf16)"
+# e4m3 against stage 15's bf16 with the margin of docs/assignments.md.
+grade real16 kernel16_fp8/kernel.cu 16
+if [ "$rc" -eq 0 ] && grep -q '^GRADE: PASS' "$OUT/real16.log" && grep -q '^PASS: racecheck .* e4m3$' "$OUT/real16.log"; then
+    ok "grade real kernel16 -> PASS ($(grep -m1 '^PASS: faster than' "$OUT/real16.log" | sed 's/^PASS: //'), e4m3 against stage 15's bf16)"
 else
-    bad "grade real kernel15 -> PASS" "exit $rc, $(verdict real15); $(grep '^  - ' "$OUT/real15.log" | tr '\n' ' ') (log: $OUT/real15.log)"
+    bad "grade real kernel16 -> PASS" "exit $rc, $(verdict real16); $(grep '^  - ' "$OUT/real16.log" | tr '\n' ' ') (log: $OUT/real16.log)"
 fi
 
 # P packed in another key order than V^T's: wrong in e4m3 alone. The matrix log lies in the grader's
-# work directory, which holds it until the next grade of stage 15.
-grade wrong_key_order build/grader_fixtures/wrong_key_order.cu 15
-mlog=build/grade/k15/matrix.log
+# work directory, which holds it until the next grade of stage 16.
+grade wrong_key_order build/grader_fixtures/wrong_key_order.cu 16
+mlog=build/grade/k16/matrix.log
 n_e4m3=$(grep -E '^FAIL ' "$mlog" 2>/dev/null | grep -c ' e4m3 ')
 n_other=$(grep -E '^FAIL ' "$mlog" 2>/dev/null | grep -vc ' e4m3 ')
 if [ "$rc" -ne 0 ] && is_fail wrong_key_order && has_reason wrong_key_order matrix && ! has_reason wrong_key_order instructions \
         && ! has_reason wrong_key_order build && ! has_reason wrong_key_order symbol && [ "$n_e4m3" -gt 0 ] && [ "$n_other" -eq 0 ]; then
-    ok "grade wrong_key_order.cu (K=15) -> FAIL [matrix] ($n_e4m3 e4m3 cases fail, every bf16 and fp16 case passes)"
+    ok "grade wrong_key_order.cu (K=16) -> FAIL [matrix] ($n_e4m3 e4m3 cases fail, every bf16 and fp16 case passes)"
 else
-    bad "grade wrong_key_order.cu (K=15) -> FAIL [matrix], e4m3 cases alone" "exit $rc, $(verdict wrong_key_order); failing cases: $n_e4m3 e4m3, $n_other other; $(grep '^  - ' "$OUT/wrong_key_order.log" | tr '\n' ' ') (log: $OUT/wrong_key_order.log)"
+    bad "grade wrong_key_order.cu (K=16) -> FAIL [matrix], e4m3 cases alone" "exit $rc, $(verdict wrong_key_order); failing cases: $n_e4m3 e4m3, $n_other other; $(grep '^  - ' "$OUT/wrong_key_order.log" | tr '\n' ' ') (log: $OUT/wrong_key_order.log)"
 fi
 finish

@@ -40,7 +40,7 @@ name=plot_fixture_pngs
 if [ $have_matplotlib = 0 ]; then
     for name in plot_fixture_pngs plot_last_row_wins plot_without_fa2 plot_no_data plot_hopper_track \
                 plot_unknown_stage plot_fa3_drawn plot_without_fa3 plot_e4m3_ignored plot_rounds_ladder \
-                plot_rounds_found plot_fp8_figure plot_fp8_png; do
+                plot_rounds_found plot_fp8_figure plot_ladder_e4m3 plot_fp8_png; do
         skip $name "matplotlib cannot be imported"
     done
 else
@@ -454,6 +454,133 @@ PY
         bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
     fi
 
+    # The ladder on tests/fp8_fixture.py's rows: stage 15 takes e4m3, so right after its bf16 bar comes
+    # a second one, the same shape in e4m3: its median over the rounds (computed here from the rows),
+    # hatched in a lighter shade of the stage's colour, "e4m3" under it (and "bf16" under its bf16
+    # bar), labelled with its TFLOP/s and its ratio to FA3 in e4m3 (the median over pairs of rounds:
+    # 0.88x, where the ratio of the medians is 0.86x); a line for FA3 in e4m3 at its median, in a style
+    # of its own, named "FlashAttention-3, e4m3" in the legend, beside FA3's bf16 line; every label
+    # inside the axes (the headroom above the taller bar); the title says so. From the one run: the
+    # same from the benchmark CSV's rows. Without the e4m3 rows: the ladder of the bf16 bars alone,
+    # no e4m3 anywhere, as before.
+    name=plot_ladder_e4m3
+    if out=$("$PYTHON" - "$TMP/fp8" "$TMP/fp8ladder" <<'PY' 2>&1
+import glob, os, statistics, sys
+import matplotlib.colors as mc
+sys.path.insert(0, os.environ["FIGS_DIR"])
+from figs import lines_of, plot, plt, texts
+fixture, out = sys.argv[1:]
+os.makedirs(out, exist_ok=True)
+rounds_path = glob.glob(fixture + "/rounds/*.csv")[0]
+bench_path = fixture + "/fp8_sample.csv"
+stages = fixture + "/stages"
+figures = []
+plt.close = figures.append
+H16, H8 = plot.HEADLINE, ("e4m3",) + plot.HEADLINE[1:]
+def series(path, kernel, problem):
+    return [r["tflops"] for r in plot.parse_csv(path) if r["kernel"] == kernel and plot.problem_key(r) == problem]
+def pairs(ours, theirs):
+    r = [a / b for a, b in zip(ours, theirs)]
+    return statistics.median((r[i] * r[i + 1]) ** 0.5 for i in range(0, len(r) - 1, 2))
+color = plot.stage_styles(["kernel15"])["kernel15"][0]
+fa3_color = plot.REFERENCE_STYLE["fa3"][1]
+
+def check(fig, summary, value, ratio, fa3_value, fa3_bf16):
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["kernel08\nfinal", "kernel13\noverlap", "kernel14\ncluster", "kernel15\nfp8\nbf16",
+                     "kernel15\nfp8\ne4m3"], ticks
+    bars = ax.patches
+    assert len(bars) == 5 and bars[4].get_height() == value, [b.get_height() for b in bars]
+    assert bars[4].get_hatch() == plot.FP8_BAR_HATCH and not bars[3].get_hatch()
+    assert mc.to_hex(bars[3].get_facecolor()) == color, "the bf16 bar lost its stage colour"
+    assert mc.to_hex(bars[4].get_facecolor()) == plot.lighter(color) != color, mc.to_hex(bars[4].get_facecolor())
+    assert mc.to_hex(bars[4].get_edgecolor()) == color
+    labels = [t.get_text() for t in ax.texts if t.get_text()[:1].isdigit()]
+    assert labels[-1] == f"{value:.1f}\n{ratio:.2f}\u00d7 FA3 e4m3", labels
+    assert all(l.endswith("\u00d7 FA3") for l in labels[:-1]), labels
+    fa3 = {l.get_label().split(":")[0]: l for l in lines_of(ax, fa3_color)}
+    assert sorted(fa3) == ["FlashAttention-3", "FlashAttention-3, e4m3"], list(fa3)
+    assert list(fa3["FlashAttention-3, e4m3"].get_ydata()) == [fa3_value, fa3_value]
+    assert list(fa3["FlashAttention-3"].get_ydata()) == [fa3_bf16, fa3_bf16]
+    assert fa3["FlashAttention-3, e4m3"].get_linewidth() > fa3["FlashAttention-3"].get_linewidth()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"FlashAttention-3, e4m3: {fa3_value:.1f} TFLOP/s" in legend, legend
+    assert legend.index(f"FlashAttention-3, e4m3: {fa3_value:.1f} TFLOP/s") == legend.index(
+        f"FlashAttention-3: {fa3_bf16:.1f} TFLOP/s") + 1, legend
+    assert "stage ladder, bf16; e4m3 bars where a stage takes it, B=16" in ax.get_title(), ax.get_title()
+    # Every label, the e4m3 bar's above all, and the highest line inside the axes.
+    fig.canvas.draw()
+    top = ax.get_window_extent().y1
+    for t in ax.texts:
+        if t.get_text()[:1].isdigit():
+            assert t.get_window_extent().y1 <= top, ("a label past the top", t.get_text())
+    assert ax.get_ylim()[1] >= 1.22 * max(value, fa3_value), ax.get_ylim()
+    assert summary[-1][0] == "kernel15_fp8" and summary[-1][1:] == (value, None, ratio, "pass", "e4m3"), summary[-1]
+    assert [s[-1] for s in summary] == ["bf16"] * 4 + ["e4m3"]
+
+results = plot.Results(plot.parse_csv(bench_path), stages)
+rounds = plot.Rounds.from_csv(rounds_path)
+summary, source = plot.draw_ladder(results, out + "/rounds.png", rounds)
+assert source == "median of 4 alternating rounds at fp8c0de (make rounds)", source
+k15, fa3 = series(rounds_path, "kernel15", H8), series(rounds_path, "fa3", H8)
+assert len(k15) == len(fa3) == 4
+ratio = pairs(k15, fa3)
+assert f"{ratio:.2f}" == "0.88" != f"{statistics.median(k15) / statistics.median(fa3):.2f}", "the fixture changed"
+check(figures[-1], summary, statistics.median(k15), ratio, statistics.median(fa3),
+      statistics.median(series(rounds_path, "fa3", H16)))
+# The one run: the benchmark CSV's rows, the ratio theirs.
+summary, source = plot.draw_ladder(results, out + "/run.png")
+assert source == "one run (make bench)"
+(k15,), (fa3,) = series(bench_path, "kernel15", H8), series(bench_path, "fa3", H8)
+check(figures[-1], summary, k15, k15 / fa3, fa3, series(bench_path, "fa3", H16)[-1])
+
+# An e4m3 bar above every line (stage 15's e4m3 rows 1.3 times as fast): the headroom is its own, its
+# label still inside the axes.
+import csv
+with open(rounds_path) as f, open(out + "/fast.csv", "w", newline="") as g:
+    w = csv.writer(g, lineterminator="\n")
+    for row in csv.reader(f):
+        if row[1] == "kernel15" and row[3] == "e4m3":
+            row[14] = f"{float(row[14]) * 1.3:.2f}"
+        w.writerow(row)
+fast, fa3 = series(out + "/fast.csv", "kernel15", H8), series(rounds_path, "fa3", H8)
+summary, _ = plot.draw_ladder(results, out + "/fast.png", plot.Rounds.from_csv(out + "/fast.csv"))
+assert statistics.median(fast) > 1.1 * max(statistics.median(fa3), results.ceiling(plot.WGMMA_PEAK))
+check(figures[-1], summary, statistics.median(fast), pairs(fast, fa3), statistics.median(fa3),
+      statistics.median(series(rounds_path, "fa3", H16)))
+
+# Without e4m3 rows, in the rounds and the benchmark CSV: the bf16 ladder alone, as before.
+for path, name in ((rounds_path, "rounds16.csv"), (bench_path, "bench16.csv")):
+    with open(path) as f, open(os.path.join(out, name), "w") as g:
+        g.writelines(line for line in f if ",e4m3," not in line)
+bf16 = plot.Results(plot.parse_csv(out + "/bench16.csv"), stages)
+for rounds16 in (plot.Rounds.from_csv(out + "/rounds16.csv"), None):
+    summary, _ = plot.draw_ladder(bf16, out + "/bf16.png", rounds16)
+    ax = figures[-1].axes[0]
+    assert len(ax.patches) == 4 and not any(p.get_hatch() for p in ax.patches)
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "kernel15\nfp8"
+    assert not [t for t in texts(figures[-1]) if "e4m3" in t], [t for t in texts(figures[-1]) if "e4m3" in t]
+    assert len(lines_of(ax, fa3_color)) == 1 and "stage ladder, bf16, B=16" in ax.get_title()
+    assert [s[-1] for s in summary] == ["bf16"] * 4
+# An e4m3 row of FA3 but none of the stage: no e4m3 bar, and no FA3 e4m3 line alone.
+with open(rounds_path) as f, open(out + "/fa3only.csv", "w") as g:
+    g.writelines(line for line in f if not (",e4m3," in line and ",kernel15," in line))
+plot.draw_ladder(bf16, out + "/fa3only.png", plot.Rounds.from_csv(out + "/fa3only.csv"))
+assert not [t for t in texts(figures[-1]) if "e4m3" in t] and len(figures[-1].axes[0].patches) == 4
+PY
+    ); then
+        "$PYTHON" plots/plot.py --stages-from "$TMP/fp8/stages" "$TMP/fp8/fp8_sample.csv" --out-dir "$TMP/fp8png3" >"$TMP/out" 2>&1
+        rc=$?
+        if [ $rc -ne 0 ] || ! grep -q "^  kernel15_fp8, e4m3  *801.6 TFLOP/s  (FA2: no e4m3)  0.877x FA3 e4m3  check pass" "$TMP/out"; then
+            bad $name "plot.py's summary: exit code $rc: $(grep e4m3 "$TMP/out" | head -n 1)"
+        else
+            ok $name
+        fi
+    else
+        bad $name "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+
     # make plot's plot.py writes <stem>_fp8.png beside the others, from the rounds it finds beside the
     # CSV, and says so; for plot_sample.csv, with no stage that takes e4m3, it says there is none.
     name=plot_fp8_png
@@ -773,14 +900,14 @@ for lab1, lab2, want in sharma:
         assert abs(got - want) < 1e-4, (a, b, got, want)
 assert plot.delta_e76((50, 2.5, 0), (58, 24, 15)) == math.sqrt(8 ** 2 + 21.5 ** 2 + 15 ** 2)
 
-assert len(plot.STAGE_COLORS) == 15 and len(set(plot.STAGE_COLORS)) == 15
+assert len(plot.STAGE_COLORS) == 16 and len(set(plot.STAGE_COLORS)) == 16
 for kernel in plot.TIMED + (plot.MMA_PEAK, plot.WGMMA_PEAK):
     assert kernel in plot.REFERENCE_STYLE, kernel
 assert plot.REFERENCE_STYLE["fa3"][0] == "FlashAttention-3"
 styles = [style for _, _, style in plot.REFERENCE_STYLE.values()]
 assert len(set(map(str, styles))) == len(styles) - 1, "only FA2 and cuDNN share a dash pattern"
 pairs = plot.palette_pairs()
-assert len(pairs) == 20 * 19 // 2 - 1, len(pairs)  # 15 stages and 5 references, less the ceilings' pair
+assert len(pairs) == 21 * 20 // 2 - 1, len(pairs)  # 16 stages and 5 references, less the ceilings' pair
 worst = plot.palette_min_delta_e()
 for metric, minimum in plot.PALETTE_MIN_DELTA_E.items():
     assert worst[metric][0] >= minimum, (metric, worst[metric], minimum)

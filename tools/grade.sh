@@ -20,7 +20,7 @@
 #   5. timing     the headline problem (B16 H16 S4096 D128, checked), student vs the real previous
 #                 stage, GRADE_ROUNDS alternating rounds, best median of each: the student must be
 #                 faster. Each side runs in its stage's benchmark dtype: e4m3 for a stage that takes
-#                 it, bf16 otherwise (stage 15 in e4m3 against stage 14 in bf16: what fp8 is for)
+#                 it, bf16 otherwise (stage 16 in e4m3 against stage 15 in bf16: what fp8 is for)
 # and ends with "GRADE: PASS" (exit 0) or "GRADE: FAIL" and one "  - [reason] ..." line per failure
 # (exit 1). A gate that could not run (no GPU, no compute-sanitizer) never counts as passed: a
 # failure of the gates that did run is still a FAIL (exit 1); otherwise "GRADE: NOT GRADED" (exit
@@ -43,7 +43,7 @@ ROUNDS=${GRADE_ROUNDS:-2}
 # An assignment whose timing is not "merely faster" says so in its section of docs/assignments.md,
 # on its "**Timing:**" line: "within M %" where the real stage measures level with the one before
 # (14: its clusters, docs/14), so the student's kernel may be up to M % slower (a margin of -M);
-# "at least M % faster" where the real stage is well ahead (15: e4m3 against bf16), so the
+# "at least M % faster" where the real stage is well ahead (16: e4m3 against bf16), so the
 # student's median must be M % below the previous stage's (a margin of M). GRADE_MARGIN_PCT overrides.
 doc_margin=$(awk -v nn="${NN:-}" '/^## Assignment /{ on = ($3 == nn) }
     on && /^\*\*Timing:\*\*/ && match($0, /within [0-9]+ %/) { print "-" substr($0, RSTART + 7, RLENGTH - 9) }
@@ -110,7 +110,7 @@ if [ "$built" = 1 ]; then
     want_syms="flash_forward_kernel$NN"
     [ "$STAGE_FP8" = 1 ] && want_syms="$want_syms flash_forward_fp8_kernel$NN"
     syms=$(nm -g --defined-only "$OUT/kernel.o" 2>/dev/null | awk '{ print $3 }' | grep -E '^flash_forward_(fp8_)?kernel[0-9]+$' | sort | paste -sd' ')
-    # Every exported flash_forward... name, for the message: a near miss (flash_forward_kernel15_fp8)
+    # Every exported flash_forward... name, for the message: a near miss (flash_forward_kernel16_fp8)
     # is easier to see beside the name it should have had.
     named=$(nm -g --defined-only "$OUT/kernel.o" 2>/dev/null | awk '{ print $3 }' | grep -E '^flash_forward' | sort | paste -sd' ')
     missing="" extra=""

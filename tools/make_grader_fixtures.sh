@@ -7,10 +7,10 @@
 #                      them is gone -> racecheck reports a shared-memory hazard
 #   previous_stage.cu  stage 04 handed in as stage 05 (entry point renamed flash_forward_kernel05)
 #                      -> the instruction checks fail (no swizzle xor) and it is no faster than 04
-# For stage 15, the first that takes e4m3 inputs:
-#   fp8_entry_misnamed.cu  the e4m3 entry point defined as flash_forward_kernel15_fp8: the whole e4m3
+# For stage 16, the first that takes e4m3 inputs:
+#   fp8_entry_misnamed.cu  the e4m3 entry point defined as flash_forward_kernel16_fp8: the whole e4m3
 #                      path is compiled (its instructions are all there), but the dispatcher finds
-#                      no flash_forward_fp8_kernel15 -> the exports check fails ([symbol]), no GPU needed
+#                      no flash_forward_fp8_kernel16 -> the exports check fails ([symbol]), no GPU needed
 #   wrong_key_order.cu P packed for k32 step kk from the S tiles of step kk + 1 (the last from the
 #                      first's): P's keys no longer meet the V^T rows written in their order. Same
 #                      instructions, no race, the bf16 path untouched -> only the e4m3 cases of the
@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-build/grader_fixtures}
 K05=kernel05_swizzle/kernel.cu
 K04=kernel04_cp_async/kernel.cu
-K15=kernel15_fp8/kernel.cu
+K16=kernel16_fp8/kernel.cu
 mkdir -p "$OUT"
 
 # derive NAME SOURCE SED-SCRIPT EXPECTED-CHANGED-LINES
@@ -51,13 +51,13 @@ derive missing_barrier.cu "$K05" '/Every warp must be done with the previous K_j
 # (c) Stage 04's file with stage 05's entry point.
 derive previous_stage.cu "$K04" 's/\bflash_forward_kernel04\b/flash_forward_kernel05/' 2
 
-# (d) Stage 15's e4m3 entry point under a name the dispatcher does not look for.
-derive fp8_entry_misnamed.cu "$K15" '/^extern "C" int flash_forward_fp8_kernel15(/s/flash_forward_fp8_kernel15/flash_forward_kernel15_fp8/' 2
+# (d) Stage 16's e4m3 entry point under a name the dispatcher does not look for.
+derive fp8_entry_misnamed.cu "$K16" '/^extern "C" int flash_forward_fp8_kernel16(/s/flash_forward_fp8_kernel16/flash_forward_kernel16_fp8/' 2
 
-# (e) Stage 15's P packed in another key order than V^T's: the fragments of k32 step kk take the
+# (e) Stage 16's P packed in another key order than V^T's: the fragments of k32 step kk take the
 # S tiles of step kk + 1, round the tile's steps, so every S tile is still used once, whatever the
 # number of steps (3 in a 96-key tile, 5 in a 160-key one: kk ^ 1 would read past the last).
-derive wrong_key_order.cu "$K15" 's/pack_p_e4m3(acc_s, kk, p_frag\[kk\])/pack_p_e4m3(acc_s, (kk + 1) % (kNTilesS \/ 4), p_frag[kk])/' 2
+derive wrong_key_order.cu "$K16" 's/pack_p_e4m3(acc_s, kk, p_frag\[kk\])/pack_p_e4m3(acc_s, (kk + 1) % (kNTilesS \/ 4), p_frag[kk])/' 2
 
 # (f) The Hopper assignments: each previous stage with the next stage's entry point. The stages come
 # from the stage directories, so a new Hopper stage gets its fixture without an edit here.

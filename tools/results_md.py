@@ -9,7 +9,7 @@ they did not produce:
                             the sweep, in alternating rounds: every ratio the text states)
   plots/rounds/<gpu>_<commit>_again.csv   make rounds ROUNDS_TAG=_again (the same commit measured
                             a second time in the same call: the reproducibility table)
-  plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-10)
+  plots/tune/<gpu>.csv      make tune K=NN                              (the candidate tiles of stages 08-15)
   plots/ncu/<gpu>.csv       tools/ncu_metrics.sh                        (Nsight Compute, every stage)
   plots/repeats/*.csv       two kernels' sweeps timed alternately       (tools/gpu_session.sh repeat)
   plots/ab/<gpu>_NN_<commit>/  builds of stage NN timed alternately     (make ab, tools/ab.sh)
@@ -20,6 +20,10 @@ What it fills, between markers that the text keeps:
 
   <!-- RESULTS --> ... <!-- /RESULTS -->        README: the ladder table, the sweep tables of the
                                                 last stage of each track, and the two plots
+  <!-- LADDER --> ... <!-- /LADDER -->          README's front page: each stage at the headline,
+                                                non-causal, bf16, with its technique, TFLOP/s and
+                                                ratios to the stage before and to FA3; each stage
+                                                that takes e4m3 again in e4m3; the references
   <!-- REPRO[:COMMIT] --> ... <!-- /REPRO -->   the README's ratios from two measurements of one commit
   <!-- STAGES --> ... <!-- /STAGES -->          the stage table, from the kernelNN_name directories
   <!-- MEASURED:NN --> ... <!-- /MEASURED -->  the ladder, and stage NN over the sweep; for a stage
@@ -65,8 +69,8 @@ import fp8_error  # noqa: E402
 # Every region this script writes, as one pattern: tests/lint_docs.py skips them when it looks for
 # figures typed by hand.
 GENERATED_REGION = re.compile(
-    r"<!-- (RESULTS|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+|SHAPES:\d\d,\w+"
-    r"|FP8ERR:\w+) -->.*?<!-- /(RESULTS|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES|FP8ERR) -->"
+    r"<!-- (RESULTS|LADDER|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+"
+    r"|SHAPES:\d\d,\w+|FP8ERR:\w+) -->.*?<!-- /(RESULTS|LADDER|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES|FP8ERR) -->"
     r"|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
@@ -463,6 +467,47 @@ def results_block(data):
     return "\n\n".join(parts)
 
 
+def ladder_block(data):
+    """README's front page: one row per stage at the headline problem, non-causal, bf16, from the
+    rounds: its directory, the technique its header names, the median TFLOP/s, and the ratios (the
+    median over pairs of rounds) to the stage before and to FA3; the Hopper track after a row that
+    says so, as in ladder_table; then each stage that takes e4m3 in e4m3 at the same shape, against
+    the last Hopper stage without fp8 in bf16 and FA3 in e4m3 (as measured_line has them); then the
+    references' TFLOP/s; and a sentence that says where the figures come from."""
+    res = data.results
+    p, p8 = headline(0), headline(0, FP8_DTYPE)
+    fa3 = data.has_rounds("fa3", p)
+    lines = ["| stage | technique | TFLOP/s | \u00d7 previous | \u00d7 FA3 |", "|---|---|---:|---:|---:|"]
+    stages = [k for k in res.stages if data.has_rounds(k, p)]
+    hopper_row = False
+    for n, stage in enumerate(stages):
+        if stage in res.hopper and not hopper_row:
+            lines.append(f"| *{HOPPER_TRACK_LABEL}* | | | | |")
+            hopper_row = True
+        dirname = stage_dir(res, stage)
+        previous = xr(data.ratio(stage, stages[n - 1], p)) if n > 0 else "-"
+        lines.append(f"| `{dirname}` | {stage_technique(dirname, res.root)} | {fmt(data.median(stage, p))} | {previous} | "
+                     f"{xr(data.ratio(stage, 'fa3', p)) if fa3 else '-'} |")
+    fp8 = [k for k in stages if k in res.fp8 and data.has_rounds(k, p8)]
+    fa3_fp8 = bool(fp8) and data.has_rounds("fa3", p8)
+    for stage in fp8:
+        bar = fp8_bar(data)
+        lines.append(f"| `{stage_dir(res, stage)}`, {FP8_DTYPE} | the same stage with q, k and v in {FP8_DTYPE} | "
+                     f"{fmt(data.median(stage, p8))} | "
+                     f"{xr(data.ratio(stage, bar, p8, problem_b=p))} stage {stage_number(bar)} bf16 | "
+                     + (f"{xr(data.ratio(stage, 'fa3', p8))} FA3 {FP8_DTYPE}" if fa3_fp8 else "-") + " |")
+    for ref, _ in rounds_references(data, p):
+        lines.append(f"| {REFERENCE_NAMES[ref]} | | {fmt(data.median(ref, p))} | | |")
+    if fa3_fp8:
+        lines.append(f"| {REFERENCE_NAMES['fa3']}, {FP8_DTYPE} | | {fmt(data.median('fa3', p8))} | | |")
+    count = data.rounds_count()
+    within = (f"the median over the {count // 2} pair{'s' if count // 2 != 1 else ''} of rounds (one in each order) "
+              f"of the ratio within a round" if count > 1 else "the ratio within the round")
+    return ("\n".join(lines) + f"\n\nMeasured on the {data.gpu()} at B16 H16 S4096 D128, non-causal, in {count} "
+            f"alternating round{'s' if count != 1 else ''} (`make rounds`, commit {data.rounds_commit()}; rows in "
+            f"`{data.rounds_path()}`): TFLOP/s is the median over the rounds, and each ratio {within}.")
+
+
 def measured_block(data, nn):
     ladder = ladder_intro(data) + "\n\n" + ladder_table(data)
     if nn == "00":
@@ -586,11 +631,9 @@ def peak_block(data):
 
 
 # What the numbers of a candidate mean, per stage that tools/tune.sh tunes: the template arguments
-# of the stage's TileShape, in order, as the table's column header spells them. A stage's
-# candidates may also make one more choice, named by a suffix of the candidate (TUNE_VARIANTS):
-# stage 10's how O leaves the kernel (TMA store by default, 16-byte stores with +st16); its table
-# gets a column for it. (Rows of older candidates of a stage, from before its TileShape changed,
-# stay in the tune CSV; the tune figure reads one by its full name.)
+# of the stage's TileShape, in order, as the table's column header spells them. (Rows of older
+# candidates of a stage, from before its TileShape changed or of a variant it no longer has, stay in
+# the tune CSV; the tune figure reads one by its full name.)
 CONSUMER_SHAPE = "M x N x consumer warpgroups x consumer registers x stages x blocks/SM"  # stages 11-13
 TUNE_SHAPES = {
     "08": "M x N x warps x blocks/SM",
@@ -599,10 +642,8 @@ TUNE_SHAPES = {
     "11": CONSUMER_SHAPE,
     "12": CONSUMER_SHAPE,
     "13": CONSUMER_SHAPE,
-}
-# stage -> (suffix, column header, {has the suffix: label})
-TUNE_VARIANTS = {
-    "10": ("+st16", "O store", {False: "TMA store", True: "16-byte stores"}),
+    "14": CONSUMER_SHAPE + " x cluster",
+    "15": CONSUMER_SHAPE + " x cluster",
 }
 
 
@@ -612,18 +653,13 @@ def tune_command(nn):
     return "make tune" if nn == "08" else f"make tune K={nn}"
 
 
-def tune_candidate(nn, candidate):
-    """'128x128x2x1x2+st16' -> ('128x128x2x1x2', True), after checking that it has as many numbers
-    as stage NN's shape has fields and no suffix but the stage's own: a candidate the header would
-    mislabel is an error, not a row."""
+def check_tune_candidate(nn, candidate):
+    """Refuses a candidate that does not read as stage NN's shape: as many numbers as the shape has
+    fields, joined by x, and nothing else ('128x128x2x1x2' at stage 10). A candidate the header
+    would mislabel is an error, not a row."""
     fields = TUNE_SHAPES[nn]
-    suffix = TUNE_VARIANTS[nn][0] if nn in TUNE_VARIANTS else None
-    variant = suffix is not None and candidate.endswith(suffix)
-    shape = candidate[:-len(suffix)] if variant else candidate
-    if not re.fullmatch(r"\d+(x\d+)*", shape) or shape.count("x") != fields.count(" x "):
-        raise GenError(f"stage {nn}'s tune candidate '{candidate}' does not read as {fields}"
-                       + (f", optionally followed by {suffix}" if suffix else ""))
-    return shape, variant
+    if not re.fullmatch(r"\d+(x\d+)*", candidate) or candidate.count("x") != fields.count(" x "):
+        raise GenError(f"stage {nn}'s tune candidate '{candidate}' does not read as {fields}")
 
 
 def tune_block(data, nn):
@@ -637,14 +673,14 @@ def tune_block(data, nn):
     if all_rows is None:
         raise GenError(f"{path} does not exist, so it has no stage {nn} candidates: {how}")
     # The file keeps every tuning run of every stage; the name column says which stage and which
-    # candidate ("kernel10_tma 128x128x2x1x2+st16"): one row per (head_dim, causal, candidate), the
-    # last wins.
+    # candidate ("kernel10_tma 128x128x2x1x2"): one row per (head_dim, causal, candidate), the last
+    # wins.
     rows = [r for r in all_rows if r["name"].startswith(f"kernel{nn}_")]
     if not rows:
         raise GenError(f"{path} has no kernel{nn}_ rows (stage {nn}'s tile candidates): {how}")
     table, order, commits = {}, [], set()
     for r in rows:
-        # A name without a candidate stays whole, so that tune_candidate's error shows it.
+        # A name without a candidate stays whole, so that check_tune_candidate's error shows it.
         candidate = r["name"].split(" ", 1)[1] if " " in r["name"] else r["name"]
         key = (r["head_dim"], candidate)
         if key not in order:
@@ -652,10 +688,8 @@ def tune_block(data, nn):
         table[key + (r["causal"],)] = r
         commits.add(r["commit"])
     fields = TUNE_SHAPES[nn]
-    variants = TUNE_VARIANTS.get(nn)
-    variant_head, variant_rule = (f" {variants[1]} |", "---|") if variants else ("", "")
-    lines = [f"| head_dim | candidate ({fields}) |{variant_head} non-causal | causal |",
-             f"|---|---|{variant_rule}---:|---:|"]
+    lines = [f"| head_dim | candidate ({fields}) | non-causal | causal |",
+             "|---|---|---:|---:|"]
     for d in sorted({k[0] for k in order}, reverse=True):
         candidates = [k[1] for k in order if k[0] == d]
         # A candidate that computes the wrong result is no winner, however fast (tools/tune.sh
@@ -663,7 +697,7 @@ def tune_block(data, nn):
         passed = [c for c in candidates if (r := table.get((d, c, 0))) and r["check"] == "pass" and usable_tflops(r)]
         best = max(passed, key=lambda c: usable_tflops(table[(d, c, 0)])) if passed else None
         for c in candidates:
-            shape, variant = tune_candidate(nn, c)
+            check_tune_candidate(nn, c)
             cells = []
             for causal in (0, 1):
                 r = table.get((d, c, causal))
@@ -671,9 +705,8 @@ def tune_block(data, nn):
                 if r and r["check"] != "pass":
                     v += " (check " + r["check"] + ")"
                 cells.append(f"**{v}**" if c == best else v)
-            names = [shape] + ([variants[2][variant]] if variants else [])
-            names = [f"**{n}**" if c == best else n for n in names]
-            lines.append(f"| {d} | " + " | ".join(names) + f" | {cells[0]} | {cells[1]} |")
+            name = f"**{c}**" if c == best else c
+            lines.append(f"| {d} | {name} | {cells[0]} | {cells[1]} |")
     return ("\n".join(lines) + f"\n\n(`{tune_command(nn)}` on the {rows[0]['gpu']}, commit {', '.join(sorted(commits))}; "
             f"rows in `{os.path.relpath(path, ROOT)}`. Candidates that spill are not timed and not listed. The d128 rows "
             f"are the headline problem, the d64 rows the same with 32 heads of 64.)")
@@ -892,9 +925,9 @@ def ncu_block(data, kernels):
 #   tune NN CANDIDATE D C            671.3           a make tune candidate's TFLOP/s (the tuning run's row)
 #   rounds                           3               how many rounds the ratios are medians of
 # PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal. DTYPE (last, default
-# bf16) is the inputs' dtype, bf16 or e4m3: "ratio kernel15 fa3 headline e4m3" is stage 15 over FA3, both
+# bf16) is the inputs' dtype, bf16 or e4m3: "ratio kernel16 fa3 headline e4m3" is stage 16 over FA3, both
 # in e4m3; for a ratio, FIRST/SECOND gives each kernel its own, at the same shape in the same rounds:
-# "ratio kernel15 kernel14 headline e4m3/bf16" is stage 15 in e4m3 over stage 14 in bf16. Every ratio
+# "ratio kernel16 kernel15 headline e4m3/bf16" is stage 16 in e4m3 over stage 15 in bf16. Every ratio
 # comes from alternating rounds (make rounds, make ab): a ratio of two kernels of one run is not a figure.
 
 # The two ceilings of ./run --peak, by figure kind ("peakpct" / "wgmmapeakpct" divide by them):
@@ -1019,15 +1052,38 @@ def stage_dirs():
     return sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "kernel[0-9][0-9]_*/kernel.cu")))
 
 
+# The first line of a stage's header: " * Stage NN - name: the technique it adds."
+STAGE_TITLE = re.compile(r"^ \* Stage \d\d - [a-z_0-9]+: (.*)$", re.M)
+
+
 def stage_header(dirname):
     """(technique, [blog URLs]) from the header comment of the stage's kernel.cu."""
     text = open(os.path.join(ROOT, dirname, "kernel.cu")).read()
-    title = re.search(r"^ \* Stage \d\d - [a-z_0-9]+: (.*)$", text, re.M)
+    title = STAGE_TITLE.search(text)
     read = re.search(r"^ \* Read: +(.*(?:\n \*  {11}.*)*)", text, re.M)
     if not title or not read:
         raise GenError(f"{dirname}/kernel.cu: the header needs a 'Stage NN - name: ...' line and a 'Read:' line")
     urls = re.findall(re.escape(BLOG) + r"[A-Za-z0-9-]+", read.group(1))
     return title.group(1).rstrip("."), urls
+
+
+def stage_technique(dirname, root=ROOT):
+    """The technique a stage adds, from the 'Stage NN - name: ...' line of root/dirname/kernel.cu (as
+    stage_header reads it, without needing its 'Read:' line)."""
+    path = os.path.join(root, dirname, "kernel.cu")
+    title = STAGE_TITLE.search(open(path).read())
+    if not title:
+        raise GenError(f"{os.path.relpath(path, ROOT)}: the header needs a 'Stage NN - name: ...' line")
+    return title.group(1).rstrip(".")
+
+
+def stage_dir(results, kernel):
+    """The directory of stage `kernel` ('kernel05' -> 'kernel05_swizzle') in the stage tree `results`
+    (a plot.Results) read its headers from."""
+    found = sorted(glob.glob(os.path.join(glob.escape(results.root), kernel + "_*", "kernel.cu")))
+    if not found:
+        raise GenError(f"no {kernel}_*/kernel.cu in {os.path.relpath(results.root, ROOT)} for the {kernel} rows")
+    return os.path.basename(os.path.dirname(found[0]))
 
 
 def blog_label(url):
@@ -1104,6 +1160,8 @@ def render_markdown(data, path, text):
         data = data.pinned(pin.group(1), where)
     if "<!-- RESULTS -->" in text:
         text = replace_block(text, "<!-- RESULTS -->", "<!-- /RESULTS -->", results_block(data), where)
+    if "<!-- LADDER -->" in text:
+        text = replace_block(text, "<!-- LADDER -->", "<!-- /LADDER -->", ladder_block(data), where)
     for commit in re.findall(r"<!-- REPRO(?::(\w+))? -->", text):
         marker = f"<!-- REPRO:{commit} -->" if commit else "<!-- REPRO -->"
         text = replace_block(text, marker, "<!-- /REPRO -->", repro_block(data, commit or None), where)

@@ -4,9 +4,8 @@
 # -DFLASH_TILE_D128 = the numbers of its TileShape (stage 08: "kBlockM, kBlockN, kNWarps,
 # kMinBlocks"; stage 09: "kBlockM, kBlockN, kNWarpgroups, kMinBlocks"; stage 10: the same and
 # kStages; stages 11 to 13: kBlockM, kBlockN, consumer warpgroups, consumer registers,
-# kStages, blocks/SM; stage 13 builds each as its causal tile too, and keeps its short causal tile,
-# which the timed problem never runs); a stage 10 candidate may end in "+st16"
-# (-DFLASH_O_TMA_STORE=0, O leaves by 16-byte stores instead of TMA stores).
+# kStages, blocks/SM; stages 14 and 15 add the cluster size; stage 15 builds each as its causal
+# tile too, and keeps its short causal tile, which the timed problem never runs).
 # The shapes that ship are the defaults compiled into the kernel.cu, never searched at run time.
 # Candidates that spill are reported and skipped. Every timing is a checked ./run, appended to
 # $TUNE_CSV (default build/tune/results.csv) with the candidate in the name column
@@ -30,14 +29,18 @@ case $NN in
     DEF_D64="128,64,4,2 128,48,4,2 128,96,4,2 128,32,4,2 64,64,4,2 64,64,4,3" ;;
 09) DEF_D128="128,128,2,1 128,64,2,1 192,128,3,1"
     DEF_D64="128,128,2,1 128,64,2,2 192,128,3,1" ;;
-10) DEF_D128="128,128,2,1,3 128,128,2,1,3+st16 128,128,2,1,2 128,64,2,1,4"
-    DEF_D64="128,64,2,2,3 128,64,2,2,3+st16 128,64,2,2,2 128,64,2,2,4 128,128,2,1,2" ;;
+10) DEF_D128="128,128,2,1,3 128,128,2,1,2 128,64,2,1,4"
+    DEF_D64="128,64,2,2,3 128,64,2,2,2 128,64,2,2,4 128,128,2,1,2" ;;
 11) DEF_D128="128,128,2,240,2,1 128,128,2,240,3,1 128,176,2,240,2,1"
     DEF_D64="128,128,2,240,2,1 192,64,3,160,2,1 192,64,3,160,3,1" ;;
 12) DEF_D128="128,128,2,240,2,1 128,128,2,240,3,1 128,176,2,240,2,1"
     DEF_D64="128,128,2,240,2,1 128,128,2,240,3,1" ;;
 13) DEF_D128="128,128,2,232,2,1 128,96,2,232,2,1 128,64,2,232,4,1"
-    DEF_D64="192,128,3,160,2,1 192,128,3,160,3,1 192,96,3,160,2,1 128,128,2,232,2,1 128,160,2,232,2,1 128,176,2,232,2,1" ;;
+    DEF_D64="128,128,2,232,2,1 128,96,2,232,2,1 128,64,2,232,4,1" ;;
+14) DEF_D128="128,128,2,232,2,1,2 128,128,2,232,2,1,1 128,96,2,232,2,1,2"
+    DEF_D64="128,128,2,232,2,1,1 128,128,2,232,2,1,2" ;;
+15) DEF_D128="128,128,2,232,2,1,2 128,96,2,232,2,1,2 128,128,2,232,2,1,1"
+    DEF_D64="192,128,3,160,2,1,1 192,128,3,160,3,1,1 192,96,3,160,2,1,1 128,128,2,232,2,1,1" ;;
 *)  echo "make tune: stage $NN has no tile candidates (tools/tune.sh)" >&2; exit 2 ;;
 esac
 CANDIDATES_D128=${CANDIDATES_D128:-$DEF_D128}
@@ -45,14 +48,12 @@ CANDIDATES_D64=${CANDIDATES_D64:-$DEF_D64}
 
 build_candidate() {  # build_candidate D SHAPE -> prints the binary path, or nothing if it spills
     local d=$1 shape=$2 tag
-    tag="d${d}_$(echo "$shape" | tr ',+' '__')"
+    tag="d${d}_$(echo "$shape" | tr ',' '_')"
     local obj="$T/kernel${NN}_$tag.o" bin="$T/run_$tag" hdr="$T/tile_$tag.h"
-    printf "#define FLASH_TILE_D%s %s\n" "$d" "${shape%%+*}" >"$hdr"
-    case $NN:$shape in
-    10:*+st16) echo "#define FLASH_O_TMA_STORE 0" >>"$hdr" ;;
-    esac
-    # Stage 13's causal kernels have tile macros of their own: a candidate is timed as both.
-    [ "$NN" = 13 ] && printf "#define FLASH_TILE_D%s_CAUSAL FLASH_TILE_D%s\n" "$d" "$d" >>"$hdr"
+    printf "#define FLASH_TILE_D%s %s\n" "$d" "$shape" >"$hdr"
+    # Stage 15's causal kernels have tile macros of their own: a candidate is timed as both, its
+    # causal build without a cluster (the last number), which a causal grid cannot take.
+    [ "$NN" = 15 ] && printf "#define FLASH_TILE_D%s_CAUSAL %s,1\n" "$d" "${shape%,*}" >>"$hdr"
     build_variant "$DIR/kernel.cu" "$hdr" "$obj" "$bin" "$GENCODE"
     case $? in
     0) echo "$bin" ;;

@@ -1,35 +1,31 @@
 /*
- * Stage 15 - fp8: e4m3 inputs at twice the tensor cores' rate.
+ * Stage 15 - final: stage 14 fitted to the card.
  *
- * Technique: FlashAttention-3's third idea, low precision (docs/15_fp8.md), on top of stage 14: q, k
- *            and v in e4m3 with a descale factor each, O in bf16. wgmma m64nNk32 multiplies 8-bit
- *            operands at twice the bf16 rate, but reads both of them K-major only, so P V needs V
- *            with its keys along the rows: the producer warpgroup's warps 1-3 transpose every V
- *            tile in shared memory (ldmatrix.trans, byte permutes, stmatrix) into V^T, in the key
- *            order in which P, packed from S's accumulators to e4m3, lands in the 8-bit A fragment,
- *            so that neither side moves a value between threads. P is 2^8 times P (e4m3's normal
- *            range), the descales join the softmax scale (q, k) and 1/l (v).
- * Changed:   e4m3 instantiations beside bf16 and fp16 (is_fp8, OutType): Q, K and V tiles of
- *            head_dim bytes (64-byte swizzle at head_dim 64), a V^T tile per K/V slot with full and
- *            empty barriers of its own, the transposing warps reading the producer's messages, P
- *            packed by pack_p_e4m3, the k32 steps of qk_tile and pv_tile, p_shift, O staged and
- *            stored in bf16, the LSE corrected by 8 ln 2; and, since e4m3 tiles leave the warps'
- *            instructions the limit, O's rescale skipped where no row's max grew, and past 1024
- *            keys three consumer warpgroups (192 query rows) at both head dims, with 96-key tiles
- *            at head_dim 128 and 160 at 64 (128 causal). The bf16 and fp16 kernels
- *            are stage 14's. The entry point flash_forward_fp8_kernel15 takes the descales.
- * Bottleneck: the consumers' softmax per key tile, now against half the tensor-core time per tile,
- *            in more instructions per key than FlashAttention-3's loop (P's packing, the slots'
- *            arithmetic; docs/15: the profile beside FlashAttention-3's).
+ * Technique: no new instruction: the decisions that fit stages 13 and 14 to the H200, each one
+ *            measured (docs/15_final.md), as stage 08 fits stages 01-07 to theirs:
+ *            - causal scheduling: query tiles from a counter in global memory, longest first
+ *              across groups of four heads, each tile ending at the end of the sequence;
+ *            - causal kernels as instantiations of their own, the mask in one comparison an
+ *              element, and the tiles that need it in a loop of their own;
+ *            - the consumer loop as FlashAttention-3 writes it: wgmma descriptors built once per
+ *              tile, O rescaled right after the P V wait, the wait for V_{t-1} after S_t is issued;
+ *            - at head_dim 64, 192 query rows and three consumer warpgroups taking turns in a
+ *              ring (FlashAttention-3's shape there), but two for short causal sequences.
+ * Changed:   the producer hands the consumers each query tile's number through a two-message
+ *            ring (the counter decides it at run time); tile_work numbers causal tiles in groups
+ *            of heads and aligns them to the sequence's end; Tile takes kCausal and kShort; the
+ *            turn ring goes round kNConsumers; the counter's host side is common/flash_counter.c.
+ * Bottleneck: the fixed latencies of each warpgroup's chain from S through the softmax to P: at
+ *            the headline problem they are the largest stall, and the tensor pipe still idles for
+ *            part of the active cycles (docs/15_final.md).
  * Measured:  NVIDIA H200, B16 H16 S4096 D128 bf16, median of 4 alternating rounds (make rounds,
- *            commit 0550561): 615.6 TFLOP/s, 0.95x FA3, 1.00x stage 14; causal 549.8 TFLOP/s, 0.94x
- *            FA3, 1.00x stage 14. In e4m3: 839.3 TFLOP/s, 0.97x FA3 e4m3, 1.36x stage 14 bf16;
- *            causal 745.3 TFLOP/s, 0.97x FA3 e4m3, 1.35x stage 14 bf16.
+ *            commit 264183d): 604.4 TFLOP/s, 0.96x FA3, 1.03x stage 14; causal 547.8 TFLOP/s, 0.94x
+ *            FA3, 1.18x stage 14.
  * Needs:     sm_90a: a Hopper GPU (H100, H200); wgmma, setmaxnreg and multicast exist nowhere else.
- * Run:       make kernel15 && ./run --dtype e4m3
- * Read:      docs/15_fp8.md; the PTX ISA, "wgmma.mma_async" (the .e4m3 shapes and their register
- *            fragments), "cvt" (.e4m3x2) and "stmatrix"; §3.3 of the FlashAttention-3 paper.
+ * Run:       make kernel15 && ./run
+ * Read:      docs/15_final.md; the FlashAttention-3 paper, §3 and its persistent kernels.
  */
+#include "flash_counter.h"
 #include "flash_internal.h"
 #include "flash_tma.h"
 #include "hopper.cuh"
@@ -40,7 +36,6 @@
 #include <stdint.h>
 
 #include <atomic>
-#include <mutex>
 
 /* ---------------------------------------------------------------------------------------------
  * Tile configuration
@@ -50,13 +45,13 @@
  * warpgroups (plus the producer's), kConsumerRegs registers per consumer thread after setmaxnreg,
  * kStages K/V slots in the ring, kMinBlocks blocks per SM (the register split shares the SM's
  * file among them), kCluster blocks per cluster sharing each K/V tile (1: no cluster). The macros
- * let a build try other shapes. */
+ * let a build try other shapes (make tune K=15). */
 template <int M, int N, int C, int R, int S, int B, int K>
 struct TileShape {
     static constexpr int kBlockM = M, kBlockN = N, kNConsumers = C, kConsumerRegs = R, kStages = S, kMinBlocks = B, kCluster = K;
 };
-/* Clusters of two at head_dim 128 without a mask, as FlashAttention-3 runs them; none at head_dim
- * 64 and none with a mask (docs/14 measures both). */
+/* Clusters of two at head_dim 128 without a mask, as in stage 14. At head_dim 64, three consumers
+ * of 160 registers each. */
 #ifndef FLASH_TILE_D64
 #define FLASH_TILE_D64 192, 128, 3, 160, 2, 1, 1
 #endif
@@ -72,92 +67,31 @@ struct TileShape {
 #ifndef FLASH_TILE_D128_CAUSAL
 #define FLASH_TILE_D128_CAUSAL 128, 128, 2, 232, 2, 1, 1
 #endif
-/* Short causal sequences at head_dim 64 (seqlen_q up to FLASH_SHORT_CAUSAL) take 128 query rows
- * and two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3
- * tiles of 192) are paid for in the grid's shortest tile (tile_work), but at 512 and 1k three
- * consumers still measured slower than two: the spare rows are a larger share of fewer, shorter
- * tiles. From 2k on a third consumer is faster (docs/13). */
+/* Short causal sequences at head_dim 64 (seqlen_q up to kShortCausal) take 128 query rows and
+ * two consumers instead of 192 and three. Rows that do not divide the sequence (1k is 5.3 tiles of
+ * 192) are paid for in the grid's shortest tile (tile_work), but at 512 and 1k three consumers
+ * measure slower than two: the spare rows are a larger share of fewer, shorter tiles. From 2k on a
+ * third consumer is faster (docs/15). */
 #ifndef FLASH_TILE_D64_CAUSAL_SHORT
 #define FLASH_TILE_D64_CAUSAL_SHORT 128, 128, 2, 232, 2, 1, 1
 #endif
-#ifndef FLASH_SHORT_CAUSAL
-#define FLASH_SHORT_CAUSAL 1024
-#endif
-/* e4m3 inputs: no cluster, causal or not, the producer warpgroup's other three warps transposing
- * V, and past FLASH_SHORT_FP8 keys 192 query rows for three consumers of 160 registers, as in bf16
- * at head_dim 64. With e4m3 a tile's GEMMs take half the tensor cores' time of bf16's, and the
- * softmax, whose instructions wait on each other's results, is what each consumer warpgroup's
- * turn waits for: a third warpgroup gives each scheduler a third consumer warp to issue from while
- * the other two wait. At head_dim 128 its registers hold an S of 96 keys beside O's 64 by 128; at
- * head_dim 64 an S of 160 keys without a mask (FlashAttention-3's e4m3 shape there), and of 128
- * with one (at 160 ptxas spills the causal loop). Where the keys are few (seqlen_k up to
- * FLASH_SHORT_FP8) 128 rows by 128 keys: the spare rows and keys of the last tiles cost more than
- * the larger tiles save (docs/15 measures the shapes). */
-#ifndef FLASH_TILE_FP8_D128
-#define FLASH_TILE_FP8_D128 192, 96, 3, 160, 2, 1, 1
-#endif
-#ifndef FLASH_TILE_FP8_D64
-#define FLASH_TILE_FP8_D64 192, 160, 3, 160, 2, 1, 1
-#endif
-#ifndef FLASH_TILE_FP8_D64_CAUSAL
-#define FLASH_TILE_FP8_D64_CAUSAL 192, 128, 3, 160, 2, 1, 1
-#endif
-#ifndef FLASH_TILE_FP8_SHORT
-#define FLASH_TILE_FP8_SHORT 128, 128, 2, 232, 2, 1, 1
-#endif
-#ifndef FLASH_SHORT_FP8
-#define FLASH_SHORT_FP8 1024
-#endif
-template <int kHeadDim, bool kCausal, bool kShort, bool kFp8> struct Tile;
-template <> struct Tile<64, false, false, false> : TileShape<FLASH_TILE_D64> {};
-template <> struct Tile<128, false, false, false> : TileShape<FLASH_TILE_D128> {};
-template <> struct Tile<64, true, false, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
-template <> struct Tile<128, true, false, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
-template <> struct Tile<64, true, true, false> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
-template <bool kCausal> struct Tile<128, kCausal, false, true> : TileShape<FLASH_TILE_FP8_D128> {};
-template <> struct Tile<64, false, false, true> : TileShape<FLASH_TILE_FP8_D64> {};
-template <> struct Tile<64, true, false, true> : TileShape<FLASH_TILE_FP8_D64_CAUSAL> {};
-template <int kHeadDim, bool kCausal> struct Tile<kHeadDim, kCausal, true, true> : TileShape<FLASH_TILE_FP8_SHORT> {};
-
-/* e4m3 inputs are one byte (the other dtypes two), and their O is written in bf16. */
-template <typename T> __host__ __device__ constexpr bool is_fp8() { return sizeof(T) == 1; }
-template <typename T> struct OutType { using type = T; };
-template <> struct OutType<__nv_fp8_e4m3> { using type = __nv_bfloat16; };
-
-/* Bytes of a Q, K or V tile row in shared memory: 128 (64 16-bit elements of the head, or an e4m3
- * head of 128), or 64 (an e4m3 head of 64, in the 64-byte swizzle): a tile is head_dim bytes /
- * kRowBytes column blocks of such rows (common/hopper.cuh). */
-template <typename T, int kHeadDim> __host__ __device__ constexpr int row_bytes() {
-    return kHeadDim * (int)sizeof(T) < 128 ? kHeadDim * (int)sizeof(T) : 128;
-}
-
-/* The K-major descriptor of a Q or K tile in its swizzle. */
-template <int kRowBytes>
-__device__ __forceinline__ uint64_t desc_qk(uint32_t smem_addr) {
-    return kRowBytes == 128 ? wgmma_desc_k_major(smem_addr) : wgmma_desc_k_major_sw64(smem_addr);
-}
-
-/* e4m3's P is 2^8 times P, so that its values land in e4m3's normal range (up to 256 of 448)
- * rather than among the subnormals below 2^-6, which keep fewer bits: exp2(x + 8) instead of
- * exp2(x). The sum l scales alike, so O = acc / l does not change, and the LSE takes the 8 back. */
-template <typename T> __host__ __device__ constexpr int p_shift() { return is_fp8<T>() ? 8 : 0; }
+constexpr int kShortCausal = 1024;
+template <int kHeadDim, bool kCausal, bool kShort> struct Tile;
+template <> struct Tile<64, false, false> : TileShape<FLASH_TILE_D64> {};
+template <> struct Tile<128, false, false> : TileShape<FLASH_TILE_D128> {};
+template <> struct Tile<64, true, false> : TileShape<FLASH_TILE_D64_CAUSAL> {};
+template <> struct Tile<128, true, false> : TileShape<FLASH_TILE_D128_CAUSAL> {};
+template <> struct Tile<64, true, true> : TileShape<FLASH_TILE_D64_CAUSAL_SHORT> {};
 
 /* Two Q_i buffers, so that the next query tile's Q_i lands while the consumers still issue their
  * S with this one, and the joint turn never waits for it. */
 constexpr int kQBuffers = 2;
-/* A K/V slot: K_j, then V_j as TMA brought it, then for e4m3 V_j^T ([head_dim, keys], a column block
- * per 128 keys), which P V reads. */
-template <typename T, int kHeadDim, int kBlockN>
-__host__ __device__ constexpr int slot_bytes() {
-    return 2 * kBlockN * kHeadDim * (int)sizeof(T) + (is_fp8<T>() ? kHeadDim * ((kBlockN + 127) / 128) * 128 : 0);
-}
-/* Shared memory of one block: the Q_i buffers, O's staging tile (in O's dtype) and kStages K/V
- * slots, plus 1 KiB to align the tiles. */
+/* Shared memory of one block: the Q_i buffers, O's staging tile and kStages K/V slots, plus 1 KiB
+ * to align the tiles. */
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
 __host__ __device__ constexpr int smem_bytes() {
-    using Shape = Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>;
-    return kQBuffers * Shape::kBlockM * kHeadDim * (int)sizeof(T) + Shape::kBlockM * kHeadDim * (int)sizeof(typename OutType<T>::type) +
-           Shape::kStages * slot_bytes<T, kHeadDim, Shape::kBlockN>() + 1024;
+    using Shape = Tile<kHeadDim, kCausal, kShort>;
+    return ((kQBuffers + 1) * Shape::kBlockM + 2 * Shape::kStages * Shape::kBlockN) * kHeadDim * (int)sizeof(T) + 1024;
 }
 /* A block may have 227 KiB of shared memory on sm_90; the kernel's own __shared__ barriers and
  * messages take well under the 1 KiB kept back for them here. */
@@ -176,18 +110,15 @@ __device__ __forceinline__ int smem_idx(int row, int col) {
  * ------------------------------------------------------------------------------------------- */
 
 /* Issues the TMA copy of one [kRows, kHeadDim] tile whose first row is sequence position `row` of
- * (head, batch): one box of kRows rows of kRowBytes per column block, each landing kRows * kRowBytes
- * bytes after the one before, which is the layout of smem_idx (16-bit) and of sw128_byte and
- * sw64_byte (e4m3: a single block). Rows past the sequence arrive as zeros. The mbarrier `bar` is
- * told to expect the whole tile's bytes (zeros included) with the one arrival it waits for, so its
- * phase completes when the last box has landed. Called by one thread. */
-template <typename T, int kHeadDim, int kRows>
+ * (head, batch): one box of kRows x 64 columns per column block, each landing kRows * 128 bytes after
+ * the one before, which is the layout of smem_idx. Rows past the sequence arrive as zeros. The
+ * mbarrier `bar` is told to expect the whole tile's bytes (zeros included) with the one arrival it
+ * waits for, so its phase completes when the last box has landed. Called by one thread. */
+template <int kHeadDim, int kRows>
 __device__ __forceinline__ void load_tile(uint32_t smem_base, const CUtensorMap *map, uint32_t bar, int head, int row, int batch) {
-    constexpr int kRowBytes = row_bytes<T, kHeadDim>();
-    mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * (int)sizeof(T));
+    mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * 2);
 #pragma unroll
-    for (int c = 0; c < kHeadDim * (int)sizeof(T) / kRowBytes; ++c)
-        tma_load_4d(smem_base + c * kRows * kRowBytes, map, bar, c * kRowBytes / (int)sizeof(T), head, row, batch);
+    for (int c = 0; c < kHeadDim / 64; ++c) tma_load_4d(smem_base + c * kRows * 128, map, bar, 64 * c, head, row, batch);
 }
 
 /* The K or V tile of kRows keys from sequence position `row`, into the slot at smem_base of every
@@ -197,19 +128,19 @@ __device__ __forceinline__ void load_tile(uint32_t smem_base, const CUtensorMap 
  * 8-row swizzle atom, so each part keeps the slot's layout). Each block's barrier expects the whole
  * tile, its own part and the others' alike, in whatever order they land: the phase completes only
  * once the producer's arrival and all the bytes are in. With kCluster 1 this is load_tile. */
-template <typename T, int kHeadDim, int kRows, int kCluster>
+template <int kHeadDim, int kRows, int kCluster>
 __device__ __forceinline__ void load_kv_tile(uint32_t smem_base, const CUtensorMap *map, uint32_t bar, int head, int row, int batch,
                                              uint32_t rank) {
     static_assert(kRows % (8 * kCluster) == 0, "each block's part of a K/V tile is whole 8-row atoms");
-    constexpr int kPart = kRows / kCluster, kRowBytes = row_bytes<T, kHeadDim>();
+    constexpr int kPart = kRows / kCluster;
     if constexpr (kCluster == 1) {
-        load_tile<T, kHeadDim, kRows>(smem_base, map, bar, head, row, batch);
+        load_tile<kHeadDim, kRows>(smem_base, map, bar, head, row, batch);
     } else {
-        mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * (int)sizeof(T));
+        mbarrier_arrive_expect_tx(bar, kRows * kHeadDim * 2);
 #pragma unroll
-        for (int c = 0; c < kHeadDim * (int)sizeof(T) / kRowBytes; ++c)
-            tma_load_4d_multicast(smem_base + c * kRows * kRowBytes + rank * kPart * kRowBytes, map, bar, (1u << kCluster) - 1,
-                                  c * kRowBytes / (int)sizeof(T), head, row + (int)rank * kPart, batch);
+        for (int c = 0; c < kHeadDim / 64; ++c)
+            tma_load_4d_multicast(smem_base + c * kRows * 128 + rank * kPart * 128, map, bar, (1u << kCluster) - 1, 64 * c, head,
+                                  row + (int)rank * kPart, batch);
     }
 }
 
@@ -225,22 +156,20 @@ __device__ __forceinline__ void release_slot(uint32_t bar) {
     }
 }
 
-/* S = Q_i K_j^T for this warpgroup's 64 rows: one wgmma m64n{kBlockN} per 32 bytes of the head
- * (k16 for 16-bit inputs, k32 for e4m3). q_desc describes the first byte of the warpgroup's rows of
- * Q_i (column block 0), k_desc that of K_j's slot. Step kk reads bytes 32 kk .. 32 kk + 31 of each
- * row: column block 32 kk / kRowBytes (kRows * kRowBytes bytes further), 32 kk % kRowBytes into
- * the row: the descriptor's start address moves, nothing else, so each step's descriptors are the
- * tile's plus a constant (wgmma_desc_advance).
+/* S = Q_i K_j^T for this warpgroup's 64 rows: kHeadDim / 16 wgmma m64n{kBlockN}k16, one per k16
+ * step of the head dimension. q_desc describes the first byte of the warpgroup's rows of Q_i
+ * (column block 0), k_desc that of K_j's slot. Step kk reads column block kk / 4 (kRows * 128
+ * bytes further) at byte 32 (kk % 4) of each 128-byte row: the descriptor's start address moves,
+ * nothing else, so each step's descriptors are the tile's plus a constant (wgmma_desc_advance).
  * Returns with the product in flight; the caller waits. Unlike stage 11 the caller fences
  * (gemm_fence), once for both GEMMs of a turn: a register definition between the two issues (the
  * fence's hold on O) would make ptxas serialise the wgmma. */
 template <typename T, int kHeadDim, int kBlockM, int kBlockN>
 __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t q_desc, uint64_t k_desc) {
-    constexpr int kRowBytes = row_bytes<T, kHeadDim>();
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim * (int)sizeof(T) / 32; ++kk)
-        wgmma_ss(acc_s, wgmma_desc_advance(q_desc, (32 * kk / kRowBytes) * kBlockM * kRowBytes + 32 * kk % kRowBytes),
-                 wgmma_desc_advance(k_desc, (32 * kk / kRowBytes) * kBlockN * kRowBytes + 32 * kk % kRowBytes), kk > 0, T());
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+        wgmma_ss(acc_s, wgmma_desc_advance(q_desc, (kk / 4) * kBlockM * 128 + (kk % 4) * 32),
+                 wgmma_desc_advance(k_desc, (kk / 4) * kBlockN * 128 + (kk % 4) * 32), kk > 0, T());
     wgmma_commit();
 }
 
@@ -250,8 +179,8 @@ __device__ __forceinline__ void qk_tile(float (&acc_s)[kBlockN / 8][4], uint64_t
  * col0 + 2t, that bound is one number per row, so that each element is one comparison of it with a
  * constant (8 nt + (e & 1)) and one select: two instructions an element, where comparing each
  * column with both bounds took three, on the diagonal tile every causal query tile starts with.
- * The causal offset seqlen_k - seqlen_q is read from p here, not passed in: held in a register
- * from the kernel's start, it was the one value e4m3's 192-key tiles (an earlier shape) spilled. */
+ * The causal offset seqlen_k - seqlen_q is read from p here, not held in a register from the
+ * kernel's start: a consumer of three has 160 registers. */
 template <bool kCausal, int kNTilesS>
 __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g, int col0, const flash_problem &p) {
     const int t = threadIdx.x % 4;
@@ -267,12 +196,12 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kNTilesS][4], int row_g
 }
 
 /* Online softmax of one S tile, FlashAttention-2 form: updates the running max m and sum l of
- * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m)
- * + kPShift) (p_shift: 2^8 P for e4m3) in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
+ * each row, returns the rescale factor alpha of the O rows and leaves P = exp2(scale_log2 (S - m))
+ * in S's own registers, still in fp32: pack_p turns it into A fragments later, once the P V that
  * reads the previous tile's fragments has completed, so that one set of fragments is ever live. A
  * row's scores are spread over the 4 lanes of a quad; the max must agree across the quad every
  * tile (all four lanes subtract the same m), the sum need not until the end. */
-template <int kPShift, int kNTilesS>
+template <int kNTilesS>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                              float scale_log2) {
     /* Two partial maxima per row (even and odd key columns): chains half as long. */
@@ -291,9 +220,8 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
         /* -inf guard: a row that has seen only masked keys keeps m = -inf, and
          * 2^(-inf - (-inf)) would be NaN. Subtracting 0 instead gives 2^(-inf) = 0, which
          * is also alpha on the first tile (m = -inf): O and l start from zero. */
-        m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2 - (float)kPShift;
-        /* e4m3: exactly 1 where the max stayed, so that the caller can skip rescaling O. */
-        alpha[h] = (kPShift != 0 && m_new == m[h]) ? 1.0f : fast_exp2(fmaf(m[h], scale_log2, -(float)kPShift - m_scaled[h]));
+        m_scaled[h] = (m_new == -INFINITY) ? 0.0f : m_new * scale_log2;
+        alpha[h] = fast_exp2(fmaf(m[h], scale_log2, -m_scaled[h]));
         m[h] = m_new;
     }
     float p_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};  // likewise two partial sums per row
@@ -311,24 +239,17 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[kNTilesS][4], float 
     for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + (p_sum[h][0] + p_sum[h][1]);
 }
 
-/* P, from S's registers, packed into the A fragments of P V, one per 32 bytes of keys. 16-bit: the
- * accumulators of S tiles 2kk and 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the
- * places the A fragment of k16 step kk wants them (the wgmma accumulator fragment is mma.sync's,
- * warp by warp). e4m3: four S tiles per k32 step, in the key order of pack_p_e4m3, which V^T shares
- * (common/hopper.cuh). */
+/* P, from S's registers, packed into the A fragments of P V: the accumulators of S tiles 2kk and
+ * 2kk+1 hold keys 16kk .. 16kk+15 of rows g and g+8 in exactly the places the A fragment of k16
+ * step kk wants them (the wgmma accumulator fragment is mma.sync's, warp by warp). */
 template <typename T, int kNTilesS>
-__device__ __forceinline__ void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kNTilesS * (int)sizeof(T) / 4][4]) {
-    if constexpr (is_fp8<T>()) {
+__device__ __forceinline__ void pack_p(const float (&acc_s)[kNTilesS][4], uint32_t (&p_frag)[kNTilesS / 2][4]) {
 #pragma unroll
-        for (int kk = 0; kk < kNTilesS / 4; ++kk) pack_p_e4m3(acc_s, kk, p_frag[kk]);
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < kNTilesS / 2; ++kk) {
-            p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
-            p_frag[kk][1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
-            p_frag[kk][2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
-            p_frag[kk][3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
-        }
+    for (int kk = 0; kk < kNTilesS / 2; ++kk) {
+        p_frag[kk][0] = pack_float2(acc_s[2 * kk][0], acc_s[2 * kk][1], T());
+        p_frag[kk][1] = pack_float2(acc_s[2 * kk][2], acc_s[2 * kk][3], T());
+        p_frag[kk][2] = pack_float2(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1], T());
+        p_frag[kk][3] = pack_float2(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3], T());
     }
 }
 
@@ -341,29 +262,16 @@ __device__ __forceinline__ void rescale_o(float (&acc_o)[kHeadDim / 8][4], const
         for (int e = 0; e < 4; ++e) acc_o[nt][e] *= alpha[e >> 1];
 }
 
-/* O += P V_j for this warpgroup's 64 rows, A = P from registers. 16-bit: kBlockN / 16 wgmma
- * m64n{kHeadDim}k16 with B = V_j MN-major from its slot, described by v_desc. Step kk reads keys
- * 16 kk .. 16 kk + 15: two 8-row atoms, 2048 bytes further; the descriptor's LBO steps from head-dim
- * columns 0..63 to 64..127 (kBlockN * 128 bytes), its SBO from the first 8 keys of the step to the
- * next 8. e4m3: kBlockN / 32 wgmma m64n{kHeadDim}k32 with B = V_j^T K-major (v_desc describes it):
- * step kk reads bytes 32 kk .. 32 kk + 31 of each head-dim row, in column block 32 kk / 128 (kHeadDim
- * * 128 bytes further). Returns with the product in flight: the caller must not touch acc_o or
- * p_frag before wgmma_wait. */
+/* O += P V_j for this warpgroup's 64 rows: kBlockN / 16 wgmma m64n{kHeadDim}k16 with A = P from
+ * registers and B = V_j MN-major from its slot, described by v_desc. Step kk reads keys 16 kk ..
+ * 16 kk + 15: two 8-row atoms, 2048 bytes further; the descriptor's LBO steps from head-dim columns
+ * 0..63 to 64..127 (kBlockN * 128 bytes), its SBO from the first 8 keys of the step to the next 8. Returns
+ * with the product in flight: the caller must not touch acc_o or p_frag before wgmma_wait. */
 template <typename T, int kHeadDim, int kBlockN>
-__device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const uint32_t (&p_frag)[kBlockN * (int)sizeof(T) / 32][4],
-                                        uint64_t v_desc) {
+__device__ __forceinline__ void pv_tile(float (&acc_o)[kHeadDim / 8][4], const uint32_t (&p_frag)[kBlockN / 16][4], uint64_t v_desc) {
 #pragma unroll
-    for (int kk = 0; kk < kBlockN * (int)sizeof(T) / 32; ++kk) {
-        const uint32_t step = is_fp8<T>() ? (32 * kk / 128) * kHeadDim * 128 + 32 * kk % 128 : kk * 2048;
-        wgmma_rs(acc_o, p_frag[kk], wgmma_desc_advance(v_desc, step), 1, T());
-    }
+    for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_rs(acc_o, p_frag[kk], wgmma_desc_advance(v_desc, kk * 2048), 1, T());
     wgmma_commit();
-}
-
-/* The descriptor of the V operand of P V at smem_addr: V_j MN-major (16-bit), or V_j^T K-major. */
-template <typename T, int kBlockN>
-__device__ __forceinline__ uint64_t desc_v(uint32_t smem_addr) {
-    return is_fp8<T>() ? wgmma_desc_k_major(smem_addr) : wgmma_desc_mn_major(smem_addr, kBlockN);
 }
 
 /* Before a turn's wgmma: the accumulators' and P's last ordinary writes (zeroing, rescaling,
@@ -381,11 +289,10 @@ __device__ __forceinline__ void gemm_fence(float (&acc_s)[kNTilesS][4], float (&
  * shared-memory staging of O and without a turn. */
 template <typename T, int kHeadDim, int kRows>
 __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int batch, int head, int row0, int thread, int nthreads) {
-    using TO = typename OutType<T>::type;
     const int64_t row_stride = (int64_t)p.heads_q * kHeadDim;
-    TO *o = (TO *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
+    T *o = (T *)p.o + (((int64_t)batch * p.seqlen_q + row0) * p.heads_q + head) * kHeadDim;
     const int valid_rows = p.seqlen_q - row0;
-    constexpr int kChunksPerRow = kHeadDim * (int)sizeof(TO) / 16;
+    constexpr int kChunksPerRow = kHeadDim * (int)sizeof(T) / 16;
     for (int c = thread; c < kRows * kChunksPerRow; c += nthreads) {
         const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
         if (row < valid_rows) *reinterpret_cast<uint4 *>(o + row * row_stride + col) = make_uint4(0, 0, 0, 0);
@@ -396,26 +303,13 @@ __device__ __forceinline__ void store_empty_tile(const flash_problem &p, int bat
     }
 }
 
-/* Transposing warp kW's share of a V tile: units kW, kW + kWarps, ... of the kUnits (16 keys by 32
- * head-dim bytes each, kGroups groups of keys per span of head-dim bytes), unrolled, so that each
- * unit's group and span are constants: its addresses are then the lane's own plus a constant. */
-template <int kRowBytes, int kHeadDim, int kGroups, int kUnits, int kWarps, int kW>
-__device__ __forceinline__ void transpose_share(uint32_t v_tile, uint32_t vt_tile) {
-#pragma unroll
-    for (int u = kW; u < kUnits; u += kWarps) transpose_v_e4m3<kRowBytes, kHeadDim>(v_tile, vt_tile, u % kGroups, u / kGroups);
-}
-
-/* Causal tiles are numbered longest first within a group of FLASH_CAUSAL_HEAD_GROUP (head, batch)
- * pairs: with groups of one, each head's longest tile comes right after the previous head's
- * shortest, and the last heads' longest tiles are handed out last, when nothing is left to run
- * beside them. Larger groups put the longest tiles of several heads first and keep the grid's
- * K/V working set at a group's heads, for the L2. Groups of four measured faster than one on the
- * causal sweep (most at short sequences) and level with or faster than eight (docs/13). */
-#ifndef FLASH_CAUSAL_HEAD_GROUP
-#define FLASH_CAUSAL_HEAD_GROUP 4
-#endif
-constexpr int kCausalHeadGroup = FLASH_CAUSAL_HEAD_GROUP;
-static_assert(kCausalHeadGroup >= 1, "FLASH_CAUSAL_HEAD_GROUP: (head, batch) pairs per group, at least one");
+/* Causal tiles are numbered longest first within a group of kCausalHeadGroup (head, batch) pairs:
+ * with groups of one, each head's longest tile comes right after the previous head's shortest, and
+ * the last heads' longest tiles are handed out last, when nothing is left to run beside them.
+ * Larger groups put the longest tiles of several heads first and keep the grid's K/V working set
+ * at a group's heads, for the L2. Groups of four measure faster than one on the causal sweep (most
+ * at short sequences) and level with or faster than eight (docs/15). */
+constexpr int kCausalHeadGroup = 4;
 
 /* One query tile of the work: tile w of num_m * heads_q * batch, query blocks fastest (consecutive
  * tiles share K and V, which the L2 then serves), causal tiles with more keys to visit first
@@ -445,8 +339,7 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
      * are all masked for them), and written twice. A causal grid's first tile visits the fewest
      * keys and its last the most, so a tiling whose rows do not divide the sequence (192-row tiles
      * at 2k keys: 10.7 tiles) pays for its spare rows in the shortest tile instead of past the end
-     * of the longest. (A first tile starting before row 0, with rows the copy engine would fill
-     * with zeros, stopped the kernel with an illegal instruction on the H200.) */
+     * of the longest. */
     tw.row0 = kCausal ? max(0, p.seqlen_q - (num_m - tw.m_block) * kBlockM) : tw.m_block * kBlockM;
     /* Bottom-right causal: query row i sees key j iff j <= i + (seqlen_k - seqlen_q). The last
      * row of this tile therefore needs keys up to row0 + kBlockM - 1 + diag; tiles past that are
@@ -463,24 +356,15 @@ __device__ __forceinline__ TileWork tile_work(const flash_problem &p, int w, int
 }
 
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
-__global__ void __launch_bounds__((Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>::kNConsumers + 1) * 128,
-                                  Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>::kMinBlocks)
-flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __grid_constant__ CUtensorMap map_q,
-                 const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
-                 const __grid_constant__ CUtensorMap map_o, int *tile_counter) {
-    constexpr bool kFp8 = is_fp8<T>();       // e4m3 inputs: V transposed here, P in e4m3, O in bf16
-    using TO = typename OutType<T>::type;    // O's dtype
-    using Shape = Tile<kHeadDim, kCausal, kShort, kFp8>;
-    constexpr int kBlockM = Shape::kBlockM;  // query rows per block (Q_i)
-    constexpr int kBlockN = Shape::kBlockN;  // keys per tile (K_j, V_j)
-    constexpr int kNConsumers = Shape::kNConsumers;  // consumer warpgroups
+__global__ void __launch_bounds__((Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128, Tile<kHeadDim, kCausal, kShort>::kMinBlocks)
+flash_fwd_kernel(const flash_problem p, const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o, int *tile_counter) {
+    constexpr int kBlockM = Tile<kHeadDim, kCausal, kShort>::kBlockM;  // query rows per block (Q_i)
+    constexpr int kBlockN = Tile<kHeadDim, kCausal, kShort>::kBlockN;  // keys per tile (K_j, V_j)
+    constexpr int kNConsumers = Tile<kHeadDim, kCausal, kShort>::kNConsumers;  // consumer warpgroups
     constexpr int kNThreads = (kNConsumers + 1) * 128;        // and the producer's
-    constexpr int kStages = Shape::kStages;  // K/V slots in the ring
-    constexpr int kCluster = Shape::kCluster;  // blocks sharing each K/V tile
-    constexpr int kRowBytes = row_bytes<T, kHeadDim>();  // bytes per row of a Q, K or V tile's column block
-    /* e4m3: the producer warpgroup's warps 1 .. 3 transpose each V tile into V^T. */
-    constexpr int kTransposeWarps = kFp8 ? 3 : 0;
-    static_assert(!kFp8 || kTransposeWarps == 3, "the transposing loop hands a share to each of warps 1, 2 and 3 by name");
+    constexpr int kStages = Tile<kHeadDim, kCausal, kShort>::kStages;  // K/V slots in the ring
+    constexpr int kCluster = Tile<kHeadDim, kCausal, kShort>::kCluster;  // blocks sharing each K/V tile
     static_assert(kCluster >= 1 && (kCluster == 1 || !kCausal), "clusters without a mask only (its tiles are all equal)");
     static_assert(kStages >= 2, "V trails K by a tile: two slots at least");
     static_assert(kBlockM == 64 * kNConsumers, "each consumer warpgroup owns 64 query rows (wgmma's M)");
@@ -491,20 +375,19 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * kLaunchRegs per thread (what __launch_bounds__ lets ptxas give each of kMinBlocks blocks of
      * the SM's 65536, in multiples of 8), the decrease returns the producer's surplus to the
      * block's pool, and the increase waits until that pool holds what it asks for. Asking for
-     * more than the block owns waits forever. The producer keeps 40 (24 in stages 11 and 12): it
-     * also hands out the query tiles now, and at 24 ptxas spills its causal loop. With three
-     * consumers it keeps 32, which leaves them 160 each of the block's 512 x 128. */
-    constexpr int kProducerRegs = kNConsumers == 2 ? 40 : 32, kConsumerRegs = Shape::kConsumerRegs;
-    constexpr int kLaunchRegs = (65536 / (Shape::kMinBlocks * kNThreads)) / 8 * 8;
+     * more than the block owns waits forever. The producer keeps 40, as in stage 13; with three
+     * consumers 32, which leaves them 160 each of the block's 512 x 128. */
+    constexpr int kProducerRegs = kNConsumers == 2 ? 40 : 32, kConsumerRegs = Tile<kHeadDim, kCausal, kShort>::kConsumerRegs;
+    constexpr int kLaunchRegs = (65536 / (Tile<kHeadDim, kCausal, kShort>::kMinBlocks * kNThreads)) / 8 * 8;
     static_assert(128 * kProducerRegs + kNConsumers * 128 * kConsumerRegs <= kNThreads * kLaunchRegs,
                   "the register split fits the block's own registers (setmaxnreg.inc would wait forever)");
     static_assert(kConsumerRegs % 8 == 0 && kConsumerRegs <= 256, "setmaxnreg counts in multiples of 8, at most 256");
     static_assert(kNConsumers == 2 || kNConsumers == 3, "the turns go round two or three consumer warpgroups");
     /* Named barriers: 0 is __syncthreads, 1 + c the epilogue of consumer c, kTurnBarrier + c the
-     * turn of consumer c on the tensor cores, kTransposeBarrier the transposing warps'. */
-    constexpr int kTurnBarrier = 1 + kNConsumers, kTransposeBarrier = 1 + 2 * kNConsumers;
+     * turn of consumer c on the tensor cores. */
+    constexpr int kTurnBarrier = 1 + kNConsumers;
     constexpr int kNTilesS = kBlockN / 8;    // n8 tiles of S across the keys of K_j
-    constexpr int kKStepsPV = kBlockN * (int)sizeof(T) / 32;  // k16 (k32 for e4m3) steps of the keys in P V
+    constexpr int kKStepsPV = kBlockN / 16;  // k16 steps of the keys in P V
     constexpr int kNTilesO = kHeadDim / 8;   // n8 tiles of O across the head dimension
 
     /* kQBuffers Q_i buffers (the q-th query tile of the block in buffer q % kQBuffers), O's staging
@@ -519,12 +402,11 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     const uint32_t sQ_u32 = (smem_u32(smem_raw) + 1023) & ~1023u;
     unsigned char *smem = smem_raw + (sQ_u32 - smem_u32(smem_raw));
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(T);
-    TO *sO = reinterpret_cast<TO *>(smem + kQBuffers * kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
+    T *sO = reinterpret_cast<T *>(smem + kQBuffers * kQBytes);  // O [kBlockM, kHeadDim], staged for its TMA store
     const uint32_t sO_u32 = sQ_u32 + kQBuffers * kQBytes;
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(T);
-    constexpr uint32_t kSlotBytes = slot_bytes<T, kHeadDim, kBlockN>();  // a slot: K_j, V_j (and V_j^T)
-    const uint32_t sK_u32 = sO_u32 + kBlockM * kHeadDim * sizeof(TO), sV_u32 = sK_u32 + kTileBytes;
-    const uint32_t sVt_u32 = sV_u32 + kTileBytes;  // e4m3 only
+    constexpr uint32_t kSlotBytes = 2 * kTileBytes;  // a slot: K_j then V_j
+    const uint32_t sK_u32 = sO_u32 + kQBytes, sV_u32 = sK_u32 + kTileBytes;
     /* The ring's barriers, a pair per slot and tensor. "full" (arrival count 1: the producer's
      * expect-tx) completes when the tile has landed, every block's part of it; "empty" (arrival
      * count kNConsumers * kCluster: one arrival per consumer warpgroup of every block of the
@@ -532,16 +414,12 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * others, since this block's producer writes its part of the next tile into all of them. The u-th use of a slot
      * completes phase u of its full barrier and phase u of its empty barrier, named by parity u & 1.
      * Each Q_i buffer has such a pair too: the q-th query tile of the block completes phase
-     * q / kQBuffers of its buffer's pair. e4m3: V_j's pair is between the copy engine and the
-     * transposing warps (its empty barrier counts one arrival of theirs per block of the cluster),
-     * and V_j^T has a pair of its own between them and the consumers (full: one arrival of theirs;
-     * empty: one per consumer warpgroup of this block, the only one that reads it). */
+     * q / kQBuffers of its buffer's pair. */
     __shared__ __align__(8) uint64_t bar_q[kQBuffers], empty_q[kQBuffers], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
-    __shared__ __align__(8) uint64_t full_vt[kStages], empty_vt[kStages];
     /* The producer tells the consumers which query tile comes next (-1: none) through a ring of two
      * messages, with a full/empty pair each: the consumers cannot compute it themselves when the
      * next tile comes from a global counter. "empty" counts every consumer thread, since each
-     * reads the message, and with e4m3 every transposing thread, which needs each tile's key count. */
+     * reads the message. */
     __shared__ __align__(8) uint64_t msg_full[2], msg_empty[2];
     __shared__ int msg_tile[2];
 
@@ -570,7 +448,6 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     const uint32_t full_k_u32 = smem_u32(&full_k[0]), full_v_u32 = smem_u32(&full_v[0]);
     const uint32_t empty_k_u32 = smem_u32(&empty_k[0]), empty_v_u32 = smem_u32(&empty_v[0]);
     const uint32_t msg_full_u32 = smem_u32(&msg_full[0]), msg_empty_u32 = smem_u32(&msg_empty[0]);
-    const uint32_t full_vt_u32 = smem_u32(&full_vt[0]), empty_vt_u32 = smem_u32(&empty_vt[0]);
     if (threadIdx.x == 0) {
         for (int b = 0; b < kQBuffers; ++b) {
             mbarrier_init(bar_q_u32 + 8 * b, 1);
@@ -578,15 +455,13 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         }
         for (int s = 0; s < 2; ++s) {
             mbarrier_init(msg_full_u32 + 8 * s, 1);
-            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128 + kTransposeWarps * 32);
+            mbarrier_init(msg_empty_u32 + 8 * s, kNConsumers * 128);
         }
         for (int s = 0; s < kStages; ++s) {
             mbarrier_init(full_k_u32 + 8 * s, 1);
             mbarrier_init(full_v_u32 + 8 * s, 1);
             mbarrier_init(empty_k_u32 + 8 * s, kNConsumers * kCluster);
-            mbarrier_init(empty_v_u32 + 8 * s, (kFp8 ? 1 : kNConsumers) * kCluster);
-            mbarrier_init(full_vt_u32 + 8 * s, 1);
-            mbarrier_init(empty_vt_u32 + 8 * s, kNConsumers);
+            mbarrier_init(empty_v_u32 + 8 * s, kNConsumers * kCluster);
         }
         fence_mbarrier_init();
     }
@@ -631,7 +506,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                     if (tw.n_blocks > 0) {
                         const int b = q_use % kQBuffers;
                         mbarrier_wait(empty_q_u32 + 8 * b, ((q_use / kQBuffers) & 1) ^ 1);
-                        load_tile<T, kHeadDim, kBlockM>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
+                        load_tile<kHeadDim, kBlockM>(sQ_u32 + b * kQBytes, &map_q, bar_q_u32 + 8 * b, tw.head, tw.row0, tw.batch);
                         ++q_use;
                     }
                 }
@@ -643,7 +518,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                     const TileWork tw_last = tile_work<kBlockM, kBlockN, kCausal>(p, w_last, num_m);
                     const int u = kv - 1, s = u % kStages;
                     mbarrier_wait(empty_v_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                    load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s,
+                    load_kv_tile<kHeadDim, kBlockN, kCluster>(sV_u32 + s * kSlotBytes, &map_v, full_v_u32 + 8 * s,
                                                               tw_last.head / kv_group, 0, tw_last.batch, rank);
                 }
                 if (w >= num_tiles) break;
@@ -654,12 +529,12 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                 for (int i = 0; i < tw.n_blocks; ++i) {
                     const int u = kv + i, s = u % kStages;
                     mbarrier_wait(empty_k_u32 + 8 * s, ((u / kStages) & 1) ^ 1);
-                    load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
+                    load_kv_tile<kHeadDim, kBlockN, kCluster>(sK_u32 + s * kSlotBytes, &map_k, full_k_u32 + 8 * s, head_kv,
                                                               (tw.n_blocks - 1 - i) * kBlockN, tw.batch, rank);
                     if (i > 0) {
                         const int s_v = (u - 1) % kStages;
                         mbarrier_wait(empty_v_u32 + 8 * s_v, (((u - 1) / kStages) & 1) ^ 1);
-                        load_kv_tile<T, kHeadDim, kBlockN, kCluster>(sV_u32 + s_v * kSlotBytes, &map_v, full_v_u32 + 8 * s_v, head_kv,
+                        load_kv_tile<kHeadDim, kBlockN, kCluster>(sV_u32 + s_v * kSlotBytes, &map_v, full_v_u32 + 8 * s_v, head_kv,
                                                                   (tw.n_blocks - i) * kBlockN, tw.batch, rank);
                     }
                 }
@@ -668,44 +543,6 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                 /* The next tile is taken once this one's K copies are all issued: late enough that
                  * the counter hands tiles to the blocks about to need one. */
                 w = tile_counter ? (int)gridDim.x + atomicAdd(tile_counter, 1) : w + (int)gridDim.x;
-            }
-        } else if (kFp8 && warp >= 1) {
-            /* ---- e4m3: warps 1 .. 3 write each V_j^T, in the order the copy engine brings V_j ----
-             * wgmma reads 8-bit operands K-major only, so P V needs V with its keys along the rows.
-             * The V tiles come in the block's K/V order, tile v in slot v % kStages, the same count
-             * as the copying thread's; the transposing warps learn each query tile's number of key
-             * tiles from the producer's messages, as the consumers do. A tile is transposed once it
-             * has landed and its V^T slot's last reader (the P V of tile v - kStages) is done: then
-             * the raw tile is free for the copy engine again, and V^T is published to the tensor
-             * cores (the proxy fence: ordinary stores read by wgmma) and to the consumers, by one
-             * thread once all three warps are through (the named barrier). */
-            constexpr uint32_t kGroups = kBlockN / 16, kUnits = kGroups * (kHeadDim / 32);  // 16 keys x 32 head bytes each
-            for (int msg = 0, v = 0;; ++msg) {
-                mbarrier_wait(msg_full_u32 + 8 * (msg & 1), (msg >> 1) & 1);
-                const int w = msg_tile[msg & 1];
-                mbarrier_arrive(msg_empty_u32 + 8 * (msg & 1));
-                if (w < 0) break;
-                const int n_blocks = tile_work<kBlockM, kBlockN, kCausal>(p, w, num_m).n_blocks;
-#pragma unroll 1
-                for (int i = 0; i < n_blocks; ++i, ++v) {
-                    const int s = v % kStages;
-                    const uint32_t phase = (v / kStages) & 1;
-                    mbarrier_wait(full_v_u32 + 8 * s, phase);
-                    mbarrier_wait(empty_vt_u32 + 8 * s, phase ^ 1);
-                    const uint32_t v_tile = sV_u32 + s * kSlotBytes, vt_tile = sVt_u32 + s * kSlotBytes;
-                    if (warp == 1)
-                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 0>(v_tile, vt_tile);
-                    else if (warp == 2)
-                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 1>(v_tile, vt_tile);
-                    else
-                        transpose_share<kRowBytes, kHeadDim, kGroups, kUnits, kTransposeWarps, 2>(v_tile, vt_tile);
-                    fence_proxy_async();
-                    named_barrier_sync(kTransposeBarrier, kTransposeWarps * 32);
-                    if (threadIdx.x == 32) {
-                        mbarrier_arrive(full_vt_u32 + 8 * s);
-                        release_slot<kCluster>(empty_v_u32 + 8 * s);
-                    }
-                }
             }
         }
         return;
@@ -719,27 +556,14 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
     const int warp_row0 = (warp - 4) * 16;
     /* The warpgroup's 64 rows of a Q_i buffer (and of O) start 64 rows (8 atoms) into each column
      * block. */
-    const uint32_t q_rows = consumer * 64 * kRowBytes, o_tile = sO_u32 + consumer * 64 * 128;
+    const uint32_t q_rows = consumer * 64 * 128, o_tile = sO_u32 + consumer * 64 * 128;
     /* One thread per warpgroup releases a slot: the wgmma that read it belong to the whole
      * warpgroup, and its wait has seen them complete. */
     const bool releases = threadIdx.x % 128 == 0;
-    /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). e4m3 scores are the
-     * products of the e4m3 numbers, so q's and k's descales join it: the score of the values the
-     * inputs stand for is descale.q * descale.k times it. */
-    const float score_scale = kFp8 ? p.softmax_scale * descale.q * descale.k : p.softmax_scale;
-    const float scale_log2 = score_scale * 1.4426950408889634f;
-    /* The descriptors of slot 0's K and V tiles (V^T for e4m3); slot s's are s * kSlotBytes further. */
-    const uint32_t sPV_u32 = kFp8 ? sVt_u32 : sV_u32;  // the operand P V reads
-    const uint64_t k_desc0 = desc_qk<kRowBytes>(sK_u32), v_desc0 = desc_v<T, kBlockN>(sPV_u32);
-    /* P V's operand is ready, and done with: V_j's barriers, or for e4m3 V_j^T's, which only this
-     * block's consumers read (a local arrival, whatever the cluster). */
-    const uint32_t full_pv_u32 = kFp8 ? full_vt_u32 : full_v_u32;
-    auto release_pv = [&](int stage) {
-        if (kFp8)
-            mbarrier_arrive(empty_vt_u32 + 8 * stage);
-        else
-            release_slot<kCluster>(empty_v_u32 + 8 * stage);
-    };
+    /* log2(e) folded into the scale: exp(scale * x) = 2^(scale_log2 * x). */
+    const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    /* The descriptors of slot 0's K and V tiles; slot s's are s * kSlotBytes further. */
+    const uint64_t k_desc0 = wgmma_desc_k_major(sK_u32), v_desc0 = wgmma_desc_mn_major(sV_u32, kBlockN);
 
     /* Ping-pong: the consumer warpgroups take turns issuing their GEMMs, in a ring (with three, as
      * FA3 does at head_dim 64: 0, 1, 2, 0, ...). Warpgroup c waits at named barrier
@@ -752,8 +576,6 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * the block's last turn consumer 0 takes that last arrival with a wait of its own, so that
      * every arrival meets a wait. */
     const int next_turn = kTurnBarrier + (consumer + 1) % kNConsumers;
-    /* The LSE of 2^kPShift P: log(l) is kPShift ln 2 too large. */
-    constexpr float kPShiftLn = p_shift<T>() * 0.6931471805599453f;
     if (consumer == kNConsumers - 1) named_barrier_arrive(kTurnBarrier + 0, 256);
 
     /* What one query tile leaves to the next: its last P V. The joint turn (below) issues it
@@ -764,7 +586,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
      * and ptxas keeps them asynchronous (a wgmma issued on some paths only makes it serialise
      * every wgmma of the kernel, info C7519). */
     float m[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores of rows g, g + 8
-    float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of P
+    float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum of exp(scale * (s - m))
     float acc_o[kNTilesO][4];             // O, unnormalised: [head-dim n8 tile][fragment register]
     uint32_t p_frag[kKStepsPV][4];        // P (as A fragments) of the tile whose P V is still to come
 #pragma unroll
@@ -776,11 +598,10 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
 #pragma unroll
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = 0u;
     /* Its work is recomputed from the tile's number where the epilogue needs it, not held across the
-     * loop: a consumer of three has 160 registers, and the three numbers it would hold made ptxas
-     * spill e4m3's loop with the mask at head_dim 128 (stage 15). */
+     * loop: a consumer of three has 160 registers. */
     int prev_w = 0;
     bool has_prev = false;
-    uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile (as TMA brought it)
+    uint32_t prev_q_tile = 0, prev_v_tile = 0;  // prev's Q_i rows, and the slot of its last V tile
     int prev_v_stage = 0, prev_v_use = 0;       // that slot and the block's count of the K/V tile in it
 
     /* The epilogue of prev, once its last P V is complete: O = acc_o / l, after the one quad
@@ -790,7 +611,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         if (has_prev) {
             /* V of prev's last tile was in the last copy of that query tile; its slot is released
              * like the others, for the copies of the tiles after it. */
-            if (releases) release_pv(prev_v_stage);
+            if (releases) release_slot<kCluster>(empty_v_u32 + 8 * prev_v_stage);
             const TileWork prev = tile_work<kBlockM, kBlockN, kCausal>(p, prev_w, num_m);
             const int row_g = prev.row0 + warp_row0 + g;  // rows row_g + 8 h
             float inv_l[2];
@@ -798,8 +619,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             for (int h = 0; h < 2; ++h) {
                 l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
                 l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-                /* e4m3: P V summed the e4m3 numbers of V; v's descale makes them the values. */
-                inv_l[h] = (l[h] > 0.0f) ? (kFp8 ? descale.v : 1.0f) / l[h] : 0.0f;
+                inv_l[h] = (l[h] > 0.0f) ? 1.0f / l[h] : 0.0f;
             }
             /* Stage this warp's rows of O in sO, once the TMA store of this warpgroup's query tile
              * before has read them out: its issuing thread waits for that here, a whole query tile
@@ -812,7 +632,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
                     *reinterpret_cast<uint32_t *>(&sO[smem_idx<kBlockM>(warp_row0 + g + 8 * h, nt * 8 + 2 * t)]) =
-                        pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], TO());
+                        pack_float2(acc_o[nt][2 * h] * inv_l[h], acc_o[nt][2 * h + 1] * inv_l[h], T());
             /* The warpgroup's 64 rows go out as kHeadDim / 64 TMA boxes, issued by its first thread
              * once all four warps have written their rows: the stores above are generic-proxy
              * writes that the copy engine reads, hence the proxy fence in every writing thread
@@ -829,8 +649,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
                 float *lse = p.lse + ((int64_t)prev.batch * p.heads_q + prev.head) * p.seqlen_q;
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    if (row_g + 8 * h < p.seqlen_q)
-                        lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * score_scale + logf(l[h]) - kPShiftLn : INFINITY;
+                    if (row_g + 8 * h < p.seqlen_q) lse[row_g + 8 * h] = (l[h] > 0.0f) ? m[h] * p.softmax_scale + logf(l[h]) : INFINITY;
             }
         }
 #pragma unroll
@@ -865,22 +684,22 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         const int row_g = tw.row0 + warp_row0 + g;  // rows row_g + 8 h
         const int q_buffer = q_use % kQBuffers;
         const uint32_t q_tile = last ? prev_q_tile : sQ_u32 + q_buffer * kQBytes + q_rows;
-        const uint64_t q_desc = desc_qk<kRowBytes>((uint32_t)warp_uniform((int)q_tile));
+        const uint64_t q_desc = wgmma_desc_k_major((uint32_t)warp_uniform((int)q_tile));
 
         /* The joint turn's operands. Its S is this tile's first, S_0 = Q_i K_{n-1}^T; P V is prev's
          * last, or P = 0 times K_{n-1} again before the block's first tile. After the block's last
          * tile (last) it issues prev's P V with an S nobody reads, from prev's Q_i and last V tile
-         * as TMA brought it (both [rows, kHeadDim], landed, and with no copy left to come into
-         * them: the producer has said it has no more tiles), for the same reason as the P = 0. */
+         * (both [rows, kHeadDim], landed, and with no copy left to come into them: the producer has
+         * said it has no more tiles), for the same reason as the P = 0. */
         const int s0 = kv % kStages;
         const uint32_t k_first = last ? prev_v_tile : sK_u32 + s0 * kSlotBytes;
-        const uint32_t v_prev = has_prev ? prev_v_tile - sV_u32 + sPV_u32 : k_first;
+        const uint32_t v_prev = has_prev ? prev_v_tile : k_first;
         if (!last) {
             mbarrier_wait(bar_q_u32 + 8 * q_buffer, (q_use / kQBuffers) & 1);
             mbarrier_wait(full_k_u32 + 8 * s0, (kv / kStages) & 1);
         }
         /* prev's last V tile: its barrier nobody has waited for yet. */
-        if (has_prev) mbarrier_wait(full_pv_u32 + 8 * prev_v_stage, (prev_v_use / kStages) & 1);
+        if (has_prev) mbarrier_wait(full_v_u32 + 8 * prev_v_stage, (prev_v_use / kStages) & 1);
 
         /* Software pipeline: V trails K by one tile as in stage 10; the turn of tile t issues S_t
          * and the P V of tile t - 1, and the joint turn that of prev's last tile with S_0. */
@@ -890,8 +709,8 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
         {
             gemm_fence(acc_s, acc_o);
             named_barrier_sync(kTurnBarrier + consumer, 256);
-            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, desc_v<T, kBlockN>(v_prev));
-            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, desc_qk<kRowBytes>(k_first));
+            pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_mn_major(v_prev, kBlockN));
+            qk_tile<T, kHeadDim, kBlockM, kBlockN>(acc_s, q_desc, wgmma_desc_k_major(k_first));
             named_barrier_arrive(next_turn, 256);
             wgmma_wait<1>();
             wgmma_hold(acc_o);
@@ -903,15 +722,15 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             if (n_blocks - 1 >= n_masked) mask_tile<kCausal>(acc_s, row_g, (n_blocks - 1) * kBlockN, p);
             /* The first tile's alpha would rescale an O that finish_prev has just zeroed. */
             float alpha[2];
-            softmax_tile<p_shift<T>()>(acc_s, m, l, alpha, scale_log2);
+            softmax_tile(acc_s, m, l, alpha, scale_log2);
             pack_p<T>(acc_s, p_frag);
         }
         /* Stage 12's turns: S_t and the P V of tile t - 1, then the softmax of tile t while the
          * tensor cores finish this warpgroup's P V and run the other warpgroups' GEMMs. O is
          * rescaled by the new alpha as soon as that P V is complete, in the same stretch of code as
          * the softmax, where its multiplications fill the issue slots the exp2 leaves free; before
-         * the next turn's fence (stage 13) ptxas moved them past the turn's barrier, between the
-         * barrier and the first wgmma. */
+         * the next turn's fence, as in stage 13, ptxas moves them past the turn's barrier, between
+         * the barrier and the first wgmma. */
         auto turn = [&](int tile, bool masked) {
             const int n_block = n_blocks - 1 - tile;
             const int u = kv + tile, stage = u % kStages, stage_prev = (u - 1) % kStages;
@@ -922,7 +741,7 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             /* V_{t-1} only now: the producer copies it after K_t, and with a cluster its halves come
              * from two producers, so it may land after S_t could start; the tensor cores run S_t
              * meanwhile. A wait between two wgmma needs a fence of its own before the second. */
-            mbarrier_wait(full_pv_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
+            mbarrier_wait(full_v_u32 + 8 * stage_prev, ((u - 1) / kStages) & 1);
             wgmma_fence();
             pv_tile<T, kHeadDim, kBlockN>(acc_o, p_frag, wgmma_desc_advance(v_desc0, stage_prev * kSlotBytes));
             named_barrier_arrive(next_turn, 256);
@@ -932,15 +751,11 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
             if (releases) release_slot<kCluster>(empty_k_u32 + 8 * stage);
             if (masked) mask_tile<kCausal>(acc_s, row_g, n_block * kBlockN, p);
             float alpha[2];
-            softmax_tile<p_shift<T>()>(acc_s, m, l, alpha, scale_log2);
+            softmax_tile(acc_s, m, l, alpha, scale_log2);
             wgmma_wait<0>();
             wgmma_hold(acc_o);
-            if (releases) release_pv(stage_prev);
-            /* e4m3: its tiles go through the tensor cores twice as fast, and the softmax's
-             * instructions are what the warps issue; the 64 multiplications of the rescale are one
-             * in seven of them. After the first tiles a row's max rarely grows, and where no row
-             * of the warp's grew, alpha is 1 and they are skipped (one vote, one branch). */
-            if (!kFp8 || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) rescale_o<kHeadDim>(acc_o, alpha);
+            if (releases) release_slot<kCluster>(empty_v_u32 + 8 * stage_prev);
+            rescale_o<kHeadDim>(acc_o, alpha);
             pack_p<T>(acc_s, p_frag);
         };
         /* The tiles that need the mask are the last keys, visited first; the loop over the others
@@ -979,105 +794,56 @@ flash_fwd_kernel(const flash_problem p, const flash_descale descale, const __gri
 
 /* The grid: as many blocks as the GPU holds at once, each working through query tiles. Without a
  * mask they are all equal, and block b takes tiles b, b + gridDim.x, ...; causal tiles are not:
- * with that fixed stride, 128-row tiles at 1k keys (8 per head) and 132 blocks, block b would only
- * ever get tiles of rank b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third more work
- * than the mean. So a causal grid takes its tiles from a counter in global memory, zeroed on the
- * stream before each call, in the order the tiles are numbered (longest first). */
+ * with that fixed stride (stage 13), 128-row tiles at 1k keys (8 per head) and 132 blocks, block b
+ * would only ever get tiles of rank b mod 8 and (b + 4) mod 8, and the unluckiest blocks a third
+ * more work than the mean. So a causal grid takes its tiles from a counter in global memory
+ * (common/flash_counter.h), zeroed on the stream before each call, in the order the tiles are
+ * numbered (longest first). */
 
 /* Above 48 KiB a block must opt in to dynamic shared memory, once per instantiation and device:
  * an atomic flag per device, as in stage 08. */
 constexpr int kMaxDevices = 64;
 
-/* The tile counters. A counter belongs to one call at a time: two calls running at once on two
- * streams would share out each other's tiles. Allocating one per call in stream order
- * (cudaMallocAsync, cudaFreeAsync) guarantees that and was the first version; it measured slower
- * at every causal point of the sweep (docs/13: the allocation and the free sit between the
- * kernels of consecutive calls). So each device keeps up to kCounterSlots counters, each with the
- * stream of its last call (by cudaStreamGetId, which never names two streams of a process alike)
- * and an event recorded after that call. A call takes the counter its stream used last (stream
- * order puts its zeroing after that call's kernel), or one whose last call has completed, or a new
- * one; under a lock, held until its own event is recorded, so that no other host thread takes the
- * same counter in between. A stream being captured into a graph, or a call that finds every
- * counter busy on other streams, allocates its own in stream order as before. */
-constexpr int kCounterSlots = 8;
-struct TileCounter {
-    int *counter;                   // nullptr: not allocated yet
-    cudaEvent_t done;               // recorded after the last call that used it
-    unsigned long long stream_id;   // that call's stream
-};
-static std::mutex counters_mutex;
-static TileCounter counters[kMaxDevices][kCounterSlots];
-
-/* A counter of `device` free for a call on stream `stream_id`, or nullptr (all busy elsewhere, or
- * no memory for another). The caller holds counters_mutex. */
-static TileCounter *counter_for(int device, unsigned long long stream_id) {
-    TileCounter *slots = counters[device];
-    for (int i = 0; i < kCounterSlots; ++i)
-        if (slots[i].counter && slots[i].stream_id == stream_id) return &slots[i];
-    /* cudaErrorNotReady, the answer for a call still running, is not recorded as an error. */
-    for (int i = 0; i < kCounterSlots; ++i)
-        if (slots[i].counter && cudaEventQuery(slots[i].done) == cudaSuccess) return &slots[i];
-    for (int i = 0; i < kCounterSlots; ++i) {
-        if (slots[i].counter) continue;
-        if (cudaMalloc(&slots[i].counter, sizeof(int)) != cudaSuccess) {
-            slots[i].counter = nullptr;
-            cudaGetLastError();  // the fallback allocates in stream order, and reports a failure there
-            return nullptr;
-        }
-        if (cudaEventCreateWithFlags(&slots[i].done, cudaEventDisableTiming) != cudaSuccess) {
-            cudaFree(slots[i].counter);
-            slots[i].counter = nullptr;
-            cudaGetLastError();
-            return nullptr;
-        }
-        return &slots[i];
-    }
-    return nullptr;
-}
-
-/* The tensor maps are encoded on every call, inside the call the caller times: three calls of
+/* The tensor maps are encoded on every call, inside the call the caller times: four calls of
  * cuTensorMapEncodeTiled, a few microseconds of host time each, while the kernel takes milliseconds.
  * A map holds the tensor's address and sizes, so a cache would need all of them (and the device) as
  * its key to never hand a kernel the map of a freed or reshaped tensor; not caching cannot go
  * stale. The maps travel as kernel parameters (__grid_constant__), so each launch owns its copy. */
 template <typename T, int kHeadDim, bool kCausal, bool kShort>
-static int launch(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
-    using Shape = Tile<kHeadDim, kCausal, kShort, is_fp8<T>()>;
-    constexpr int kBlockM = Shape::kBlockM, kBlockN = Shape::kBlockN, kCluster = Shape::kCluster;
+static int launch(const flash_problem *p, cudaStream_t stream) {
+    constexpr int kBlockM = Tile<kHeadDim, kCausal, kShort>::kBlockM, kBlockN = Tile<kHeadDim, kCausal, kShort>::kBlockN;
+    constexpr int kCluster = Tile<kHeadDim, kCausal, kShort>::kCluster;
     constexpr int kSmemBytes = smem_bytes<T, kHeadDim, kCausal, kShort>();
     static std::atomic<bool> opted_in[kMaxDevices];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: no current device: %s", cudaGetErrorString(err));
+    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_final: no current device: %s", cudaGetErrorString(err));
     const bool cached = device < kMaxDevices;
     if (!(cached && opted_in[device].load(std::memory_order_acquire))) {
         err = cudaFuncSetAttribute(flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
         if (err != cudaSuccess)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: %d bytes of shared memory refused: %s", kSmemBytes,
+            return flash_set_error(FLASH_E_CUDA, "kernel15_final: %d bytes of shared memory refused: %s", kSmemBytes,
                                    cudaGetErrorString(err));
         if (cached) opted_in[device].store(true, std::memory_order_release);
     }
     CUtensorMap map_q, map_k, map_v, map_o;
-    int rc = flash_tma_map(&map_q, p->q, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, kBlockM, "kernel15_fp8", "q");
+    int rc = flash_tma_map(&map_q, p->q, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, kBlockM, "kernel15_final", "q");
     /* A K/V box is one block's part of a tile. */
-    if (!rc) rc = flash_tma_map(&map_k, p->k, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel15_fp8", "k");
-    if (!rc) rc = flash_tma_map(&map_v, p->v, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel15_fp8", "v");
-    /* O is bf16 for e4m3 inputs. */
-    const flash_dtype o_dtype = is_fp8<T>() ? FLASH_BF16 : p->dtype;
-    if (!rc) rc = flash_tma_map(&map_o, p->o, o_dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel15_fp8", "o");
+    if (!rc) rc = flash_tma_map(&map_k, p->k, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel15_final", "k");
+    if (!rc) rc = flash_tma_map(&map_v, p->v, p->dtype, p->batch, p->seqlen_k, p->heads_kv, kHeadDim, kBlockN / kCluster, "kernel15_final", "v");
+    if (!rc) rc = flash_tma_map(&map_o, p->o, p->dtype, p->batch, p->seqlen_q, p->heads_q, kHeadDim, 64, "kernel15_final", "o");
     if (rc) return rc;
     /* Query tiles in whole clusters per (head, batch), as the kernel counts them. */
     const long long num_tiles = (long long)((p->seqlen_q + kBlockM * kCluster - 1) / (kBlockM * kCluster)) * kCluster * p->heads_q * p->batch;
     /* Tile numbers and the stride past the last one must stay within an int. */
     if (num_tiles > INT_MAX / 2)
         return flash_set_error(FLASH_E_UNSUPPORTED,
-                               "kernel15_fp8: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
+                               "kernel15_final: unsupported size: %lld query tiles (batch x heads_q x seqlen_q / %d), "
                                "more than 2^30 - 1", num_tiles, kBlockM);
-    int *tile_counter = nullptr;
     int sms = 0, pools = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
-    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: device attributes: %s", cudaGetErrorString(err));
+    if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_final: device attributes: %s", cudaGetErrorString(err));
     /* The launch: with kCluster > 1, clusters of kCluster consecutive blocks (the grid a multiple of
      * it). A cluster's blocks must run at once on SMs of one GPC, so fewer blocks than SMs may fit:
      * the persistent grid is as many clusters as the device holds at once (the occupancy query),
@@ -1086,18 +852,18 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
     cluster_attr.id = cudaLaunchAttributeClusterDimension;
     cluster_attr.val.clusterDim.x = kCluster, cluster_attr.val.clusterDim.y = 1, cluster_attr.val.clusterDim.z = 1;
     cudaLaunchConfig_t config = {};
-    config.blockDim = dim3((Shape::kNConsumers + 1) * 128);
+    config.blockDim = dim3((Tile<kHeadDim, kCausal, kShort>::kNConsumers + 1) * 128);
     config.dynamicSmemBytes = kSmemBytes;
     config.stream = stream;
     config.attrs = kCluster > 1 ? &cluster_attr : nullptr;
     config.numAttrs = kCluster > 1 ? 1 : 0;
-    long long resident = (long long)sms * Shape::kMinBlocks;
+    long long resident = (long long)sms * Tile<kHeadDim, kCausal, kShort>::kMinBlocks;
     if (kCluster > 1) {
         int clusters = 0;
         config.gridDim = dim3(kCluster * sms);
         err = cudaOccupancyMaxActiveClusters(&clusters, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, &config);
         if (err != cudaSuccess || clusters < 1)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: no cluster of %d blocks fits the device: %s", kCluster,
+            return flash_set_error(FLASH_E_CUDA, "kernel15_final: no cluster of %d blocks fits the device: %s", kCluster,
                                    err != cudaSuccess ? cudaGetErrorString(err) : "occupancy 0");
         resident = (long long)clusters * kCluster;
     }
@@ -1106,91 +872,34 @@ static int launch(const flash_problem *p, const flash_descale *descale, cudaStre
      * tiles in an int (slots and phases follow the count), and with the counter one block may in
      * principle take every tile, so a problem whose K/V tiles of all query tiles could overflow
      * that int runs this way; so does a causal call on a device without stream-ordered
-     * allocation, which the counter may need (below). */
+     * allocation, which the counter may need (common/flash_counter.c). */
     const long long key_tiles = (p->seqlen_k + kBlockN - 1) / kBlockN;
     const bool persistent = !(num_tiles * key_tiles > INT_MAX / 2 || (kCausal && !pools));
     int grid = (int)num_tiles;
-    TileCounter *slot = nullptr;
-    unsigned long long stream_id = 0;
-    std::unique_lock<std::mutex> lock(counters_mutex, std::defer_lock);
+    flash_tile_counter counter = {};
     if (persistent) {
         grid = (int)min(num_tiles, resident);
         if (kCausal) {
-            cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-            err = cudaStreamIsCapturing(stream, &capture);
-            if (err == cudaSuccess) err = cudaStreamGetId(stream, &stream_id);
-            if (err != cudaSuccess) return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: the stream: %s", cudaGetErrorString(err));
-            if (capture == cudaStreamCaptureStatusNone && cached) {
-                lock.lock();
-                slot = counter_for(device, stream_id);
-            }
-            if (slot) {
-                tile_counter = slot->counter;
-            } else {
-                /* Stream-ordered: this call's own counter, freed after its kernel. */
-                err = cudaMallocAsync(&tile_counter, sizeof(int), stream);
-                if (err != cudaSuccess) {
-                    cudaGetLastError();  // the failure is reported here, not again by the next launch's check
-                    return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: the tile counter: %s", cudaGetErrorString(err));
-                }
-            }
-            err = cudaMemsetAsync(tile_counter, 0, sizeof(int), stream);
-            if (err != cudaSuccess) {
-                if (!slot) cudaFreeAsync(tile_counter, stream);
-                cudaGetLastError();
-                return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: zeroing the tile counter: %s", cudaGetErrorString(err));
-            }
+            const int rc_counter = flash_tile_counter_take(&counter, device, stream, "kernel15_final");
+            if (rc_counter) return rc_counter;
         }
     }
     config.gridDim = dim3(grid);
     /* A failed launch is also the runtime's last error, which flash_launch_status reports. */
-    (void)cudaLaunchKernelEx(&config, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, *p, *descale, map_q, map_k, map_v, map_o,
-                             tile_counter);
-    const int status = flash_launch_status("kernel15_fp8");
-    if (slot) {
-        /* The counter is this stream's until the call completes. */
-        slot->stream_id = stream_id;
-        err = cudaEventRecord(slot->done, stream);
-        if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: recording the tile counter's event: %s", cudaGetErrorString(err));
-    } else if (tile_counter) {
-        err = cudaFreeAsync(tile_counter, stream);
-        if (err != cudaSuccess && status == FLASH_OK)
-            return flash_set_error(FLASH_E_CUDA, "kernel15_fp8: freeing the tile counter: %s", cudaGetErrorString(err));
-    }
-    return status;
+    (void)cudaLaunchKernelEx(&config, flash_fwd_kernel<T, kHeadDim, kCausal, kShort>, *p, map_q, map_k, map_v, map_o, counter.counter);
+    const int status = flash_launch_status("kernel15_final");
+    return counter.counter ? flash_tile_counter_done(&counter, stream, status, "kernel15_final") : status;
 }
 
 template <typename T>
-static int launch_dtype(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
-    if constexpr (is_fp8<T>()) {
-        /* e4m3: 128 x 128 tiles where the keys are few (FLASH_TILE_FP8_SHORT), the shapes above
-         * otherwise. */
-        const bool few_keys = p->seqlen_k <= FLASH_SHORT_FP8;
-        if (p->head_dim == 64) {
-            if (p->causal)
-                return few_keys ? launch<T, 64, true, true>(p, descale, stream) : launch<T, 64, true, false>(p, descale, stream);
-            return few_keys ? launch<T, 64, false, true>(p, descale, stream) : launch<T, 64, false, false>(p, descale, stream);
-        }
-        if (p->causal)
-            return few_keys ? launch<T, 128, true, true>(p, descale, stream) : launch<T, 128, true, false>(p, descale, stream);
-        return few_keys ? launch<T, 128, false, true>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);
-    } else {
-        if (p->head_dim == 64) {
-            if (!p->causal) return launch<T, 64, false, false>(p, descale, stream);
-            return p->seqlen_q <= FLASH_SHORT_CAUSAL ? launch<T, 64, true, true>(p, descale, stream)
-                                                     : launch<T, 64, true, false>(p, descale, stream);
-        }
-        return p->causal ? launch<T, 128, true, false>(p, descale, stream) : launch<T, 128, false, false>(p, descale, stream);
+static int launch_dtype(const flash_problem *p, cudaStream_t stream) {
+    if (p->head_dim == 64) {
+        if (!p->causal) return launch<T, 64, false, false>(p, stream);
+        return p->seqlen_q <= kShortCausal ? launch<T, 64, true, true>(p, stream) : launch<T, 64, true, false>(p, stream);
     }
+    return p->causal ? launch<T, 128, true, false>(p, stream) : launch<T, 128, false, false>(p, stream);
 }
 
-/* The entry points (common/flash_internal.h): bf16 and fp16, then e4m3 with its descale factors. */
 extern "C" int flash_forward_kernel15(const flash_problem *p, cudaStream_t stream) {
-    const flash_descale ones = {1.0f, 1.0f, 1.0f};
-    return p->dtype == FLASH_BF16 ? launch_dtype<__nv_bfloat16>(p, &ones, stream) : launch_dtype<__half>(p, &ones, stream);
-}
-
-extern "C" int flash_forward_fp8_kernel15(const flash_problem *p, const flash_descale *descale, cudaStream_t stream) {
-    return launch_dtype<__nv_fp8_e4m3>(p, descale, stream);
+    return p->dtype == FLASH_BF16 ? launch_dtype<__nv_bfloat16>(p, stream) : launch_dtype<__half>(p, stream);
 }
