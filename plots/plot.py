@@ -164,6 +164,7 @@ FAILED_MARKER = dict(marker="x", color="tab:red", markersize=8, markeredgewidth=
 
 FIGSIZE = (10, 5)
 DPI = 120
+LADDER_INCHES_PER_BAR = 0.8
 
 
 # --- colour differences: what the palette check measures (no dependency beyond the standard library)
@@ -644,7 +645,9 @@ def draw_ladder(results, out_path, rounds=None):
     drawn = dict(references)
     with_fp8 = {b[0] for b in bars_data if b[6] == FP8_DTYPE}
 
-    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    # Wider with more bars: a bar's label (its TFLOP/s and ratios) and its tick label need about
+    # LADDER_INCHES_PER_BAR side by side, and a dozen stages and more would run them together.
+    fig, ax = plt.subplots(figsize=(max(FIGSIZE[0], LADDER_INCHES_PER_BAR * len(bars_data) + 1.5), FIGSIZE[1]), dpi=DPI)
     styles = stage_styles(results.track_order(set(results.stages) | {b[0] for b in bars_data}))
     xs = range(len(bars_data))
     values = [b[2] for b in bars_data]
