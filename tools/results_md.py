@@ -141,8 +141,10 @@ class Data:
         return parse_csv(paths[-1]), paths[-1]
 
     def ab_dir(self, nn, commit):
-        """Where tools/ab.sh kept one run of stage nn's builds: base.csv and one CSV per variant."""
-        return os.path.join(ROOT, "plots", "ab", f"{self.slug}_{nn}_{commit}")
+        """Where tools/ab.sh kept one run of stage nn's builds: base.csv and one CSV per variant.
+        COMMIT may be SLUG:COMMIT, a run on another GPU than the one the docs describe."""
+        slug, _, commit = commit.rpartition(":")
+        return os.path.join(ROOT, "plots", "ab", f"{slug or self.slug}_{nn}_{commit}")
 
     @staticmethod
     def _optional(path, reader):
@@ -919,10 +921,13 @@ def ncu_block(data, kernels):
 #                                                    sweep (D: 64, 128 or all; C: 0, 1 or all; seqlen >= 1k: add >=1k,
 #                                                    or >=2k and so on)
 #   ab NN COMMIT VARIANT PROBLEM     1.02x           one point of an AB run: variant / base, median of the rounds
+#                                                    (COMMIT as SLUG:COMMIT: a run on another GPU, nvidia_h100_...)
 #   abrange NN COMMIT VARIANT D C    0.97x-1.01x     the range of those over the sweep (D, C and >=1k as above)
 #   shaperange NN COMMIT KERNEL C    0.95x-1.02x     stage NN / KERNEL over the shapes off the sweep (C: 0, 1 or
 #                                                    all), from make rounds-shapes at COMMIT
 #   tune NN CANDIDATE D C            671.3           a make tune candidate's TFLOP/s (the tuning run's row)
+#   settle RUN A B MODE              0.98x           A's speed over B's in one timing mode (nosettle, settle,
+#                                                    warm50) of tools/settle_trace.py's plots/settle/RUN.csv
 #   rounds                           3               how many rounds the ratios are medians of
 # PROBLEM is headline (the default), headline/causal, sweep/D/S or sweep/D/S/causal. DTYPE (last, default
 # bf16) is the inputs' dtype, bf16 or e4m3: "ratio kernel16 fa3 headline e4m3" is stage 16 over FA3, both
@@ -956,6 +961,25 @@ def ab_ratios(data, nn, commit, variant):
             points.setdefault((r["head_dim"], r["causal"], r["seqlen_q"]), {}).setdefault(name, []).append(usable_tflops(r))
     return {key: statistics.median(x / y for x, y in zip(v[variant], v["base"]))
             for key, v in points.items() if variant in v and "base" in v}
+
+
+def settle_ratio(run, first, second, mode):
+    """First's speed over second's in one mode of tools/settle_trace.py's run `run`
+    (plots/settle/<run>.csv): the median over the rounds of second's median ms over first's."""
+    path = os.path.join(ROOT, "plots", "settle", f"{run}.csv")
+    if not os.path.exists(path):
+        raise GenError(f"no plots/settle/{run}.csv (tools/settle_trace.py writes it)")
+    calls = {}  # (round, problem, kernel) -> ms: FA3 is timed at more than one problem
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["mode"] == mode and r["kernel"] in (first, second):
+                calls.setdefault((r["round"], r["problem"], r["kernel"]), []).append(float(r["ms"]))
+    pairs = sorted({(rnd, problem) for rnd, problem, _ in calls})
+    ratios = [statistics.median(calls[(rnd, problem, second)]) / statistics.median(calls[(rnd, problem, first)])
+              for rnd, problem in pairs if (rnd, problem, first) in calls and (rnd, problem, second) in calls]
+    if not ratios:
+        raise GenError(f"plots/settle/{run}.csv has no {first} and {second} rows in mode {mode}")
+    return statistics.median(ratios)
 
 
 def tune_tflops(data, nn, candidate, d, c):
@@ -1037,6 +1061,8 @@ def figure(data, what):
         return f"{min(values):.2f}x–{max(values):.2f}x"
     if kind == "tune":
         return fmt(tune_tflops(data, *rest[:4]))
+    if kind == "settle":
+        return xr(settle_ratio(*rest[:4]))
     if kind == "rounds":
         return str(data.rounds_count())
     raise GenError(f"unknown figure '{what}'")
