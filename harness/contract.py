@@ -22,6 +22,10 @@ WGMMA_PEAK = "wgmma_peak"
 TIMED_REFERENCES = ("fa2", "cudnn", "fa3")
 REFERENCE_KERNELS = TIMED_REFERENCES + (MMA_PEAK, WGMMA_PEAK)
 
+# Timed calls per kernel and problem in a round of harness/rounds.py (its --iters default): few
+# enough that a batch fits in the tens of milliseconds over which the card sets its clock.
+ROUNDS_ITERS = 15
+
 # The dtype column of fp8 rows: q, k and v in e4m3 (FlashAttention-3's fp8 forward, timed by
 # harness/reference.py), O in bf16.
 FP8_DTYPE = "e4m3"

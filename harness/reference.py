@@ -42,6 +42,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from contract import CSV_COLUMNS, FP8_DTYPE, HEADLINE, sweep_problems  # noqa: E402
@@ -183,11 +184,12 @@ def spin_cycles(torch, ms):
     return int(ms * rate_khz)
 
 
-def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS, settle_ms=WARMUP_MS):
+def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS, settle_ms=WARMUP_MS, host_starts=False):
     """Times call() (which launches one kernel's work on the current stream) as every reference and
     harness/rounds.py time it. Returns the list of per-call milliseconds. settle_ms 0 leaves out the
     settling work below (harness/rounds.py --settle-ms 0: the method that times a kernel at whatever
-    clock the one before it left)."""
+    clock the one before it left). host_starts: (start, ms) per call instead, the start on the
+    host's clock in seconds (tools/settle_trace.py sets the calls beside nvidia-smi's samples)."""
     for _ in range(max(warmup, 1)):
         call()
     # One call timed alone sizes what follows: the timed calls, about budget_ms of work (at least
@@ -207,6 +209,9 @@ def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS, sett
     # a kernel gets depends on the power drawn in the last tens of milliseconds, so timed right
     # after a kernel that draws less it would run at a clock it cannot hold, right after one that
     # draws more at a clock lowered for that one. Settled, every kernel is timed at its own clock.
+    origin = torch.cuda.Event(enable_timing=True) if host_starts else None
+    if origin is not None:
+        origin.record()
     if hasattr(torch.cuda, "_sleep"):
         torch.cuda._sleep(spin_cycles(torch, HOST_AHEAD_MS))
     for _ in range(int(settle_ms / estimate)):
@@ -217,7 +222,12 @@ def time_calls(torch, call, flush, warmup, iters, budget_ms=TIME_BUDGET_MS, sett
         call()
         end.record()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in events]
+    if not host_starts:
+        return [s.elapsed_time(e) for s, e in events]
+    # The last event fired about when the synchronisation returned: that places the origin, and
+    # every start, on the host's clock.
+    t_origin = time.time() - origin.elapsed_time(events[-1][1]) / 1000
+    return [(t_origin + origin.elapsed_time(s) / 1000, s.elapsed_time(e)) for s, e in events]
 
 
 def torch_on_gpu(lib, why):

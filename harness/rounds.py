@@ -56,7 +56,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "plots"))
 import libflash  # noqa: E402
 import reference as ref  # noqa: E402
-from contract import FP8_DTYPE, HEADLINE, TIMED_REFERENCES, shape_problems, sweep_problems  # noqa: E402
+from contract import FP8_DTYPE, HEADLINE, ROUNDS_ITERS, TIMED_REFERENCES, shape_problems, sweep_problems  # noqa: E402
 from plot import HOPPER_ARCH, last_bf16_stage, round_ratio, stage_archs, stage_fp8  # noqa: E402
 
 
@@ -182,7 +182,8 @@ def main():
                          "a stage and the one before it point by point")
     ap.add_argument("--lib", default=os.path.join(os.environ.get("BUILD", "build"), "libflash.so"),
                     help="the library with the stages (default build/libflash.so: make lib)")
-    ap.add_argument("--iters", type=int, default=15, help="timed calls per kernel and problem at most (default 15)")
+    ap.add_argument("--iters", type=int, default=ROUNDS_ITERS,
+                    help=f"timed calls per kernel and problem at most (default {ROUNDS_ITERS})")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up calls per kernel and problem (default 2)")
     ap.add_argument("--settle-ms", type=float, default=ref.WARMUP_MS,
                     help=f"each kernel's own untimed work right before its timed calls (default {ref.WARMUP_MS:g} ms; "

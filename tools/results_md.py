@@ -60,7 +60,7 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "plots"))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
-from contract import (BENCH_DTYPES, FP8_DTYPE, HEADLINE, MMA_PEAK, SWEEP_HEAD_DIMS, SWEEP_SEQLENS,  # noqa: E402
+from contract import (BENCH_DTYPES, FP8_DTYPE, HEADLINE, MMA_PEAK, ROUNDS_ITERS, SWEEP_HEAD_DIMS, SWEEP_SEQLENS,  # noqa: E402
                       WGMMA_PEAK, seqlen_label, shape_problems, sweep_problem)
 from plot import HOPPER_TRACK_LABEL, CsvError, Results, Rounds, find_rounds, parse_csv, usable_tflops  # noqa: E402
 import fp8_error  # noqa: E402
@@ -965,14 +965,15 @@ def ab_ratios(data, nn, commit, variant):
 
 def settle_ratio(run, first, second, mode):
     """First's speed over second's in one mode of tools/settle_trace.py's run `run`
-    (plots/settle/<run>.csv): the median over the rounds of second's median ms over first's."""
+    (plots/settle/<run>.csv): the median over the rounds of second's median ms over first's, each
+    over its first ROUNDS_ITERS calls (the batch make rounds times)."""
     path = os.path.join(ROOT, "plots", "settle", f"{run}.csv")
     if not os.path.exists(path):
         raise GenError(f"no plots/settle/{run}.csv (tools/settle_trace.py writes it)")
     calls = {}  # (round, problem, kernel) -> ms: FA3 is timed at more than one problem
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            if r["mode"] == mode and r["kernel"] in (first, second):
+            if r["mode"] == mode and r["kernel"] in (first, second) and int(r["call"]) < ROUNDS_ITERS:
                 calls.setdefault((r["round"], r["problem"], r["kernel"]), []).append(float(r["ms"]))
     pairs = sorted({(rnd, problem) for rnd, problem, _ in calls})
     ratios = [statistics.median(calls[(rnd, problem, second)]) / statistics.median(calls[(rnd, problem, first)])

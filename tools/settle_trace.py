@@ -13,6 +13,8 @@ The pairs: the last stage that takes e4m3 and FlashAttention-3, both in e4m3; th
 without fp8 and FlashAttention-3 in bf16; stages 13 and 14 with the causal mask (the same kernel,
 settled only).
 
+A kernel's figure in a mode is the median of its first ROUNDS_ITERS timed calls, the batch that
+make rounds times; the trace goes on past them (--budget-ms) to show where the clock goes next.
 Rows: round, mode, problem, kernel, call index, the call's start (host clock, seconds) and its
 milliseconds, to --csv; nvidia-smi's samples (every 20 ms) to the same name with _smi before .csv.
 Usage: python3 tools/settle_trace.py --csv plots/settle/<gpu>_<commit>.csv [--rounds 2]
@@ -23,7 +25,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "harness"))
@@ -31,39 +32,16 @@ sys.path.insert(0, os.path.join(ROOT, "plots"))
 import libflash  # noqa: E402
 import reference as ref  # noqa: E402
 import rounds  # noqa: E402
-from contract import FP8_DTYPE, HEADLINE  # noqa: E402
+from contract import FP8_DTYPE, HEADLINE, ROUNDS_ITERS  # noqa: E402
 from plot import last_bf16_stage, stage_archs, stage_fp8  # noqa: E402
 
 MODES = (("nosettle", 3, 0.0), ("settle", 2, ref.WARMUP_MS), ("warm50", 50, 0.0))
 
 
-def time_calls(torch, call, flush, warmup, settle_ms, budget_ms):
-    """reference.time_calls, returning (start on the host clock, ms) per timed call: the GPU's
-    events are placed on the host's clock through the last one, read right after the final
-    synchronisation."""
-    for _ in range(max(warmup, 1)):
-        call()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    call()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end), 1e-3)
-    n = max(ref.MIN_ITERS, int(budget_ms / estimate))
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    origin = torch.cuda.Event(enable_timing=True)
-    origin.record()
-    torch.cuda._sleep(ref.spin_cycles(torch, ref.HOST_AHEAD_MS))
-    for _ in range(int(settle_ms / estimate)):
-        call()
-    for a, b in events:
-        flush.zero_()
-        a.record()
-        call()
-        b.record()
-    torch.cuda.synchronize()
-    t_origin = time.time() - origin.elapsed_time(events[-1][1]) / 1000
-    return [(t_origin + origin.elapsed_time(a) / 1000, a.elapsed_time(b)) for a, b in events]
+def batch_ms(calls):
+    """A kernel's figure as make rounds would time it: the median of its first ROUNDS_ITERS calls.
+    The trace runs on for --budget-ms so that it shows the clock past that batch too."""
+    return statistics.median(ms for _, ms in calls[:ROUNDS_ITERS])
 
 
 def main():
@@ -71,7 +49,8 @@ def main():
     ap.add_argument("--csv", required=True, metavar="FILE", help="the per-call rows (a new file)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds, an even number (default 2)")
     ap.add_argument("--lib", default=os.path.join(os.environ.get("BUILD", "build"), "libflash.so"))
-    ap.add_argument("--budget-ms", type=float, default=500.0, help="timed work per kernel and mode (default 500 ms, as make rounds)")
+    ap.add_argument("--budget-ms", type=float, default=500.0,
+                    help="timed work per kernel and mode, traced past the batch the figures take (default 500 ms)")
     args = ap.parse_args()
     if args.rounds < 2 or args.rounds % 2:
         ap.error("--rounds must be an even number >= 2")
@@ -115,10 +94,10 @@ def main():
                         torch.cuda.empty_cache()
                         call = kernels.available[kernel][1](x)
                         call()
-                        calls = time_calls(torch, call, flush, warmup, settle_ms, args.budget_ms)
-                        ms = statistics.median(t for _, t in calls)
+                        calls = ref.time_calls(torch, call, flush, warmup, 1 << 30, args.budget_ms, settle_ms, host_starts=True)
+                        ms = batch_ms(calls)
                         medians.setdefault((label, mode, kernel), []).append(ms)
-                        print(f"round {r + 1}: {label} {mode:<8} {kernel:<9} median {ms:.4f} ms over {len(calls)} calls", flush=True)
+                        print(f"round {r + 1}: {label} {mode:<8} {kernel:<9} {ms:.4f} ms (first {ROUNDS_ITERS} of {len(calls)} calls)", flush=True)
                         rows += [(r + 1, mode, label, kernel, i, f"{t:.6f}", f"{dt:.5f}") for i, (t, dt) in enumerate(calls)]
                 del x
     finally:
