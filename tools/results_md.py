@@ -36,7 +36,8 @@ What it fills, between markers that the text keeps:
   <!-- AB:NN,COMMIT --> ... <!-- /AB -->        builds of stage NN against its base build, timed alternately
   <!-- NCU:NN,MM --> ... <!-- /NCU -->          Nsight Compute counters of stages NN and MM
   <!-- SHAPES:NN,COMMIT --> ... <!-- /SHAPES -->  stage NN on the shapes off the sweep (make rounds-shapes)
-  <!-- FP8ERR:COMMIT --> ... <!-- /FP8ERR -->  the e4m3 error of the last fp8 stage and of FA3 (make fp8-error)
+  <!-- FP8ERR:COMMIT --> ... <!-- /FP8ERR -->  the e4m3 error of the last fp8 stage and of FA3 (make fp8-error;
+                                               SLUG:COMMIT: a run on another GPU)
   <!-- fig WHAT --> ... <!-- /fig -->           one figure inside a sentence (see FIGURES below)
   <!-- ROUNDS:COMMIT -->                        this page's rounds are plots/rounds/<gpu>_<commit>.csv,
                                                 not the latest (a chapter that quotes pairs a later
@@ -70,7 +71,7 @@ import fp8_error  # noqa: E402
 # figures typed by hand.
 GENERATED_REGION = re.compile(
     r"<!-- (RESULTS|LADDER|REPRO(?::\w+)?|STAGES|MEASURED:\d\d|PEAK|TUNE:\d\d|REPEATS:\w+,\w+|AB:\d\d,\w+|NCU:[0-9,]+"
-    r"|SHAPES:\d\d,\w+|FP8ERR:\w+) -->.*?<!-- /(RESULTS|LADDER|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES|FP8ERR) -->"
+    r"|SHAPES:\d\d,\w+|FP8ERR:[\w:]+) -->.*?<!-- /(RESULTS|LADDER|REPRO|STAGES|MEASURED|PEAK|TUNE|REPEATS|AB|NCU|SHAPES|FP8ERR) -->"
     r"|<!-- fig [^\n]*?-->.*?<!-- /fig -->", re.S)
 
 
@@ -831,8 +832,10 @@ def shapes_block(data, nn, commit, path=None):
 def fp8_error_block(data, commit, path=None):
     """FP8ERR:COMMIT: harness/fp8_error.py's rows at COMMIT (plots/fp8_error/<gpu>_<commit>.csv, or
     `path`): per problem the e4m3 error against float64 of the stage and of FA3 on the same inputs,
-    and the stage's over FA3's; beside them, for scale, the bf16 rows where the file has them."""
-    path = path or os.path.join(ROOT, "plots", "fp8_error", f"{data.slug}_{commit}.csv")
+    and the stage's over FA3's; beside them, for scale, the bf16 rows where the file has them.
+    COMMIT may be SLUG:COMMIT, a run on another GPU than the one the docs describe."""
+    slug, _, commit = commit.rpartition(":")
+    path = path or os.path.join(ROOT, "plots", "fp8_error", f"{slug or data.slug}_{commit}.csv")
     where = os.path.relpath(path, ROOT)
     if not os.path.exists(path):
         raise GenError(f"no {where}: make fp8-error at {commit} writes it (on a machine with a GPU)")
@@ -872,11 +875,12 @@ def fp8_error_block(data, commit, path=None):
             within += fp8_error.no_larger(by_kernel[ours], by_kernel["fa3"])
         lines.append(f"| {shape_label(problem)} | {problem[-1]} | " + " | ".join(cells) + " |")
     commits = ", ".join(sorted({r["commit"] for r in rows}))
+    gpus = " and ".join(sorted({r["gpu"] for r in rows}))
     scale = (f" For scale, the relative error in bf16 of stage {stage_number(bar)} and FlashAttention-3, given the same "
              f"numbers rounded to bf16, against float64 on those." if bar else "")
     return (f"Stage {nn} and FlashAttention-3 on the same inputs, q, k and v quantized to e4m3 per tensor (descale = "
-            f"amax / 448), against attention in float64 on the numbers the inputs stand for (`make fp8-error`, commit "
-            f"{commits}; rows in `{where}`): max abs is max |O - O_ref|, rel L2 is ||O - O_ref|| / ||O_ref||, and "
+            f"amax / 448), against attention in float64 on the numbers the inputs stand for (`make fp8-error` on the "
+            f"{gpus}, commit {commits}; rows in `{where}`): max abs is max |O - O_ref|, rel L2 is ||O - O_ref|| / ||O_ref||, and "
             f"stage {nn} / FA3 the stage's error over FA3's.{scale}\n\n" + "\n".join(lines)
             + f"\n\nStage {nn}'s error is no larger than FA3's, by both measures, on {within} of the {compared} problems.")
 
@@ -1211,7 +1215,7 @@ def render_markdown(data, path, text):
         text = replace_block(text, f"<!-- AB:{nn},{commit} -->", "<!-- /AB -->", ab_block(data, nn, commit), where)
     for nn, commit in re.findall(r"<!-- SHAPES:(\d\d),(\w+) -->", text):
         text = replace_block(text, f"<!-- SHAPES:{nn},{commit} -->", "<!-- /SHAPES -->", shapes_block(data, nn, commit), where)
-    for commit in re.findall(r"<!-- FP8ERR:(\w+) -->", text):
+    for commit in re.findall(r"<!-- FP8ERR:([\w:]+) -->", text):
         text = replace_block(text, f"<!-- FP8ERR:{commit} -->", "<!-- /FP8ERR -->", fp8_error_block(data, commit), where)
     for spec in re.findall(r"<!-- NCU:([0-9,]+) -->", text):
         kernels = [f"kernel{nn}" for nn in spec.split(",")]
