@@ -9,6 +9,7 @@
 #   make ab asks for a stage and a GPU, and refuses bad variant names and missing source files;
 #   make fp8-error writes its rows where tools/results_md.py reads them;
 #   tools/ncu_metrics.sh refuses a problem it does not know;
+#   tools/ncu_source_diff.py finds the instruction one build stalls on and the other lacks;
 #   a target or tool asked for directly without the program it needs (compute-sanitizer, ncu,
 #   cuobjdump) or without a GPU exits 2 naming it, before building anything where it builds, while
 #   make test's own sanitizer suite reports SKIP (each program hidden here, also where installed).
@@ -322,5 +323,32 @@ else
     expect_missing "make xu-pipe without a GPU, before building" "make xu-pipe: no NVIDIA GPU" hidden_make xu-pipe BUILD="$T/nobuild"
     expect_missing "tools/gpu_session.sh without a GPU, before writing anything" "gpu_session: no NVIDIA GPU" \
         env PATH="$HIDDEN_PATH" OUT="$T/nobuild" bash tools/gpu_session.sh build
+fi
+# tools/ncu_source_diff.py on two source pages cut to the columns it reads: B's loop (executed 100
+# times) has an S2R that A's lacks, and the stall samples behind it; the loop's row and that
+# instruction must come out, and the totals by reason.
+"$PYTHON" - "$T" <<'PY'
+import csv, os, sys
+head = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed", "stall_wait", "stall_mio",
+        "stall_mio (Not Issued)"]
+def page(path, loop):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Kernel Name", "k"])
+        w.writerow(head)
+        w.writerow(["0x0", "S2R R0, SR_TID.X", "3", "1", "3", "0", "0"])
+        for i, (src, samples, mio) in enumerate(loop):
+            w.writerow([hex(16 * (i + 1)), src, str(samples), "100", str(samples - mio), str(mio), "0"])
+a = [("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], R24", 40, 0), ("BAR.ARV R11, 0x100", 5, 0)]
+b = [a[0], ("S2R R8, SR_TID.X", 30, 30), a[1]]
+page(os.path.join(sys.argv[1], "src_a.csv"), a)
+page(os.path.join(sys.argv[1], "src_b.csv"), b)
+PY
+"$PYTHON" tools/ncu_source_diff.py "$T/src_a.csv" "$T/src_b.csv" >"$T/ncu_diff.out" 2>&1
+if grep -q "B only: S2R R8, SR_TID.X" "$T/ncu_diff.out" && grep -Eq "^ +100 +2 +45 +3 +75 +\+30$" "$T/ncu_diff.out" &&
+   grep -Eq "^stall_mio +0 +30 +\+30$" "$T/ncu_diff.out"; then
+    ok "tools/ncu_source_diff.py: the loop's extra stall and the S2R behind it"
+else
+    bad "tools/ncu_source_diff.py: the loop's extra stall and the S2R behind it" "$(tr '\n' '|' <"$T/ncu_diff.out" | head -c 400)"
 fi
 finish
