@@ -30,6 +30,9 @@
 #              SHAPES_BASE), ROUNDS alternating rounds, into plots/shapes/<gpu>_<commit>.csv
 #   fp8err     make fp8-error: the e4m3 error of the last stage that takes fp8 inputs and of FA3
 #              against float64, on the same inputs, into plots/fp8_error/<gpu>_<commit>.csv
+#   settle     tools/settle_trace.py: per-call times of the fp8 stage, the last bf16 stage and FA3
+#              under both timing methods, SETTLE_ROUNDS alternating rounds (default 2), into
+#              plots/settle/<gpu>_<commit>.csv (docs/16_fp8.md, "Two ways to time it")
 #   ab         make ab K=$AB_STAGE AB="$AB": builds of one stage against its base, their sweeps in
 #              turn, into plots/ab/<gpu>_NN_<commit>/ (tools/ab.sh)
 #   grader     tests/test_grader.sh: make grade passes the real stages 05 and 15 and fails wrong ones
@@ -91,6 +94,8 @@ for s in "$@"; do
     again)     step again 540 $MAKE rounds ROUNDS="${ROUNDS:-4}" ROUNDS_TAG=_again ;;
     shapes)    step shapes 540 $MAKE rounds-shapes ROUNDS="${ROUNDS:-4}" ;;
     fp8err)    step fp8err 180 $MAKE fp8-error; grep -E '^(B=|note|error)' "$LOG" | tail -n 40 ;;
+    settle)    mkdir -p plots/settle; step settle 300 python3 tools/settle_trace.py --csv "plots/settle/$(slug)_$COMMIT.csv" \
+                   --rounds "${SETTLE_ROUNDS:-2}"; tail -n 12 "$LOG" ;;
     bench)     step bench 540 $MAKE bench ;;
     tune)      mkdir -p plots/tune; step tune 420 env TUNE_CSV="plots/tune/$(slug).csv" $MAKE tune K="${TUNE_K:-08}" ;;
     repeat)    mkdir -p plots/repeats; step repeat 540 bash -c 'repeat_sweeps "$@"' _ ${REPEAT:-10 09} ;;
