@@ -296,6 +296,19 @@ PY
 
 # AB:NN,COMMIT: each variant over the base, per sweep point, the median of the per-round ratios; a variant
 # that lacks a point, or a directory without base.csv, is refused with the file named.
+# diff A B: make diff's counts, as git diff --numstat gives them; a stage that does not exist is
+# refused by its number.
+py_case docs_diff_figure <<'PY'
+import glob, subprocess
+paths = [glob.glob(f"kernel{n:02d}_*/kernel.cu")[0] for n in (4, 5)]
+added, removed = subprocess.run(["git", "diff", "--no-index", "--numstat", *paths], capture_output=True,
+                                text=True).stdout.split()[:2]
+data = fixture_data()
+assert results_md.figure(data, "diff 4 5") == f"{added} lines added and {removed} removed"
+assert (results_md.figure(data, "diffadd 4 5"), results_md.figure(data, "diffdel 4 5")) == (added, removed)
+fails("<!-- fig diff 4 99 -->?<!-- /fig -->", "no one stage 99")
+PY
+
 py_case docs_ab_block <<'PY'
 import csv, os
 from contract import CSV_COLUMNS, sweep_problems

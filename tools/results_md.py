@@ -55,6 +55,7 @@ import glob
 import os
 import re
 import statistics
+import subprocess
 import sys
 import textwrap
 
@@ -930,6 +931,9 @@ def ncu_block(data, kernels):
 #   shaperange NN COMMIT KERNEL C    0.95x-1.02x     stage NN / KERNEL over the shapes off the sweep (C: 0, 1 or
 #                                                    all), from make rounds-shapes at COMMIT
 #   tune NN CANDIDATE D C            671.3           a make tune candidate's TFLOP/s (the tuning run's row)
+#   diff A B                         24 lines added and 24 removed   what make diff A=.. B=.. changes in
+#                                                    kernel.cu, as git diff --numstat counts it;
+#                                                    diffadd A B and diffdel A B: each count alone
 #   settle RUN A B MODE              0.98x           A's speed over B's in one timing mode (nosettle, settle,
 #                                                    warm50) of tools/settle_trace.py's plots/settle/RUN.csv
 #   rounds                           3               how many rounds the ratios are medians of
@@ -965,6 +969,25 @@ def ab_ratios(data, nn, commit, variant):
             points.setdefault((r["head_dim"], r["causal"], r["seqlen_q"]), {}).setdefault(name, []).append(usable_tflops(r))
     return {key: statistics.median(x / y for x, y in zip(v[variant], v["base"]))
             for key, v in points.items() if variant in v and "base" in v}
+
+
+def diff_size(a, b):
+    """(added, removed) lines of stage b's kernel.cu against stage a's, as `make diff A=a B=b` shows
+    them: git diff --numstat (other diff programs pair the lines differently, and count a few more)."""
+    paths = []
+    for nn in (a, b):
+        found = glob.glob(os.path.join(ROOT, f"kernel{int(nn):02d}_*", "kernel.cu"))
+        if len(found) != 1:
+            raise GenError(f"diff {a} {b}: no one stage {nn} (kernel{int(nn):02d}_*/kernel.cu)")
+        paths += found
+    try:
+        out = subprocess.run(["git", "diff", "--no-index", "--numstat", *paths], capture_output=True, text=True).stdout
+    except OSError:
+        raise GenError(f"diff {a} {b}: git is not installed here, and the line counts are git's")
+    if not out.strip():
+        return 0, 0
+    added, removed = (int(x) for x in out.split()[:2])
+    return added, removed
 
 
 def settle_ratio(run, first, second, mode):
@@ -1068,6 +1091,9 @@ def figure(data, what):
         return fmt(tune_tflops(data, *rest[:4]))
     if kind == "settle":
         return xr(settle_ratio(*rest[:4]))
+    if kind in ("diff", "diffadd", "diffdel"):
+        added, removed = diff_size(*rest[:2])
+        return {"diff": f"{added} lines added and {removed} removed", "diffadd": str(added), "diffdel": str(removed)}[kind]
     if kind == "rounds":
         return str(data.rounds_count())
     raise GenError(f"unknown figure '{what}'")
