@@ -296,8 +296,8 @@ PY
 
 # AB:NN,COMMIT: each variant over the base, per sweep point, the median of the per-round ratios; a variant
 # that lacks a point, or a directory without base.csv, is refused with the file named.
-# diff A B: make diff's counts, as git diff --numstat gives them; a stage that does not exist is
-# refused by its number.
+# diff A B: make diff's counts, as git diff --numstat gives them (diffbody: outside the header
+# comments); a stage that does not exist is refused by its number.
 py_case docs_diff_figure <<'PY'
 import glob, subprocess
 paths = [glob.glob(f"kernel{n:02d}_*/kernel.cu")[0] for n in (4, 5)]
@@ -306,6 +306,10 @@ added, removed = subprocess.run(["git", "diff", "--no-index", "--numstat", *path
 data = fixture_data()
 assert results_md.figure(data, "diff 4 5") == f"{added} lines added and {removed} removed"
 assert (results_md.figure(data, "diffadd 4 5"), results_md.figure(data, "diffdel 4 5")) == (added, removed)
+# diffbody leaves the header comments out: stage 05's header is rewritten, its body barely changed.
+import re
+out_, in_ = (int(x) for x in re.fullmatch(r"(\d+) lines out, (\d+) in", results_md.figure(data, "diffbody 4 5")).groups())
+assert 0 < in_ < int(added) and 0 < out_ < int(removed), (in_, out_, added, removed)
 fails("<!-- fig diff 4 99 -->?<!-- /fig -->", "no one stage 99")
 PY
 

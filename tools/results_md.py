@@ -57,6 +57,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -934,6 +935,7 @@ def ncu_block(data, kernels):
 #   diff A B                         24 lines added and 24 removed   what make diff A=.. B=.. changes in
 #                                                    kernel.cu, as git diff --numstat counts it;
 #                                                    diffadd A B and diffdel A B: each count alone
+#   diffbody A B                     6 lines out, 8 in   the same outside the header comments
 #   settle RUN A B MODE              0.98x           A's speed over B's in one timing mode (nosettle, settle,
 #                                                    warm50) of tools/settle_trace.py's plots/settle/RUN.csv
 #   rounds                           3               how many rounds the ratios are medians of
@@ -971,19 +973,28 @@ def ab_ratios(data, nn, commit, variant):
             for key, v in points.items() if variant in v and "base" in v}
 
 
-def diff_size(a, b):
+def diff_size(a, b, body=False):
     """(added, removed) lines of stage b's kernel.cu against stage a's, as `make diff A=a B=b` shows
-    them: git diff --numstat (other diff programs pair the lines differently, and count a few more)."""
+    them: git diff --numstat (other diff programs pair the lines differently, and count a few more).
+    body: the files without their header comment (the stage's description, rewritten every stage)."""
     paths = []
     for nn in (a, b):
         found = glob.glob(os.path.join(ROOT, f"kernel{int(nn):02d}_*", "kernel.cu"))
         if len(found) != 1:
             raise GenError(f"diff {a} {b}: no one stage {nn} (kernel{int(nn):02d}_*/kernel.cu)")
         paths += found
-    try:
-        out = subprocess.run(["git", "diff", "--no-index", "--numstat", *paths], capture_output=True, text=True).stdout
-    except OSError:
-        raise GenError(f"diff {a} {b}: git is not installed here, and the line counts are git's")
+    with tempfile.TemporaryDirectory() as tmp:
+        if body:
+            for i, path in enumerate(paths):
+                text = open(path).read()
+                header = re.match(r"/\*.*?\*/\n", text, re.S)
+                paths[i] = os.path.join(tmp, f"{i}.cu")
+                with open(paths[i], "w") as f:
+                    f.write(text[header.end():] if header else text)
+        try:
+            out = subprocess.run(["git", "diff", "--no-index", "--numstat", *paths], capture_output=True, text=True).stdout
+        except OSError:
+            raise GenError(f"diff {a} {b}: git is not installed here, and the line counts are git's")
     if not out.strip():
         return 0, 0
     added, removed = (int(x) for x in out.split()[:2])
@@ -1094,6 +1105,9 @@ def figure(data, what):
     if kind in ("diff", "diffadd", "diffdel"):
         added, removed = diff_size(*rest[:2])
         return {"diff": f"{added} lines added and {removed} removed", "diffadd": str(added), "diffdel": str(removed)}[kind]
+    if kind == "diffbody":
+        added, removed = diff_size(*rest[:2], body=True)
+        return f"{removed} lines out, {added} in"
     if kind == "rounds":
         return str(data.rounds_count())
     raise GenError(f"unknown figure '{what}'")
