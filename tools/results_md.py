@@ -977,12 +977,12 @@ def diff_size(a, b, body=False):
     """(added, removed) lines of stage b's kernel.cu against stage a's, as `make diff A=a B=b` shows
     them: git diff --numstat (other diff programs pair the lines differently, and count a few more).
     body: the files without their header comment (the stage's description, rewritten every stage)."""
+    dirs = {d[len("kernel"):len("kernel") + 2]: d for d in stage_dirs()}
     paths = []
     for nn in (a, b):
-        found = glob.glob(os.path.join(ROOT, f"kernel{int(nn):02d}_*", "kernel.cu"))
-        if len(found) != 1:
+        if f"{int(nn):02d}" not in dirs:
             raise GenError(f"diff {a} {b}: no one stage {nn} (kernel{int(nn):02d}_*/kernel.cu)")
-        paths += found
+        paths.append(os.path.join(ROOT, dirs[f"{int(nn):02d}"], "kernel.cu"))
     with tempfile.TemporaryDirectory() as tmp:
         if body:
             for i, path in enumerate(paths):

@@ -93,7 +93,7 @@ def main():
                     for kernel in (pair if r % 2 == 0 else pair[::-1]):
                         torch.cuda.empty_cache()
                         call = kernels.available[kernel][1](x)
-                        call()
+                        call()  # harness/rounds.py's first call, its agreement check, before the warm-ups
                         calls = ref.time_calls(torch, call, flush, warmup, 1 << 30, args.budget_ms, settle_ms, host_starts=True)
                         ms = batch_ms(calls)
                         medians.setdefault((label, mode, kernel), []).append(ms)
